@@ -1,0 +1,2 @@
+"""Build reviewed, versioned, frozen multimodal neurology reasoning benchmarks."""
+__version__ = "0.1.0"

@@ -1,0 +1,64 @@
+"""De-identification of non-DICOM files: Analyze/NIfTI headers, BIDS sidecars, figure images."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+# Sidecar keys that describe the acquisition, not the person or the place
+SIDECAR_KEEP = {
+    "Modality", "MagneticFieldStrength", "RepetitionTime", "EchoTime", "InversionTime", "FlipAngle",
+    "SliceThickness", "SpacingBetweenSlices", "PhaseEncodingDirection", "EchoTrainLength", "ScanningSequence",
+    "SequenceVariant", "MRAcquisitionType", "ImageType", "PulseSequenceType", "BodyPart",
+}
+SIDECAR_DEVICE = {"Manufacturer", "ManufacturerModelName", "SoftwareVersions"}
+HEADER_TEXT_FIELDS = ("descrip", "aux_file", "db_name", "intent_name")
+
+
+def clean_sidecar(sidecar: dict[str, Any], retain_device: bool) -> tuple[dict[str, Any], list[str]]:
+    keep = SIDECAR_KEEP | (SIDECAR_DEVICE if retain_device else set())
+    cleaned = {k: v for k, v in sidecar.items() if k in keep}
+    return cleaned, sorted(k for k in sidecar if k not in keep)
+
+
+def clean_volume(src: str, dst: str) -> dict[str, Any]:
+    """Rewrite an Analyze/NIfTI volume with its free-text header fields and extensions removed."""
+    import nibabel as nib
+
+    try:
+        img = nib.load(src)
+        hdr = img.header
+        removed = []
+        for field in HEADER_TEXT_FIELDS:
+            if field in hdr and bytes(hdr[field]).strip(b"\x00 "):
+                hdr[field] = b""
+                removed.append(field)
+        if hasattr(hdr, "extensions") and len(hdr.extensions):
+            removed.append(f"extensions({len(hdr.extensions)})")
+            del hdr.extensions[:]
+        out = img.__class__(img.dataobj, img.affine, hdr)
+        Path(dst).parent.mkdir(parents=True, exist_ok=True)
+        nib.save(out, dst)
+        return {"ok": True, "removed": removed}
+    except Exception as exc:
+        return {"ok": False, "reason": "volume_deid_failed", "detail": f"{type(exc).__name__}: {exc}"}
+
+
+def clean_image(src: str, dst: str) -> dict[str, Any]:
+    """Re-encode a figure as PNG from its pixels only: EXIF, XMP and text chunks do not survive."""
+    from PIL import Image, UnidentifiedImageError
+
+    from curation.records import write_bytes
+
+    try:
+        with Image.open(src) as im:
+            im.load()
+            mode = "L" if im.mode in ("L", "I;16", "I", "1", "P") and im.mode != "P" else "RGB"
+            pixels = im.convert(mode)
+        buf = io.BytesIO()
+        pixels.save(buf, format="PNG", optimize=False)
+        write_bytes(dst, buf.getvalue())
+        return {"ok": True, "removed": ["metadata"]}
+    except (UnidentifiedImageError, OSError) as exc:
+        return {"ok": False, "reason": "image_unreadable", "detail": f"{type(exc).__name__}: {exc}"}

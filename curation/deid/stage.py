@@ -1,0 +1,195 @@
+"""The ``deidentify`` stage and the plain-file commands built on the same engines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from curation.deid.dicom import date_offset_days, deidentify_file, load_table
+from curation.deid.files import clean_image, clean_sidecar, clean_volume
+from curation.deid.text import TextDeidentifier
+from curation.errors import InputError
+from curation.ingest.base import relpath
+from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams
+from curation.parallel import pmap
+from curation.records import project_secret, read_jsonl, staged_dir, write_jsonl, write_text
+from curation.report import Report
+from curation.schema import Case
+
+TEXT_FIELDS = ("history", "presentation", "notes")
+
+
+def _dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> dict[str, Any]:
+    src, dst, params, secret, key, pseud = task
+    return deidentify_file(src, dst, params, secret, key, pseud)
+
+
+def run(params: DeidentifyParams, src: Path, dst: Path, *, workers: int = 1, scheduler: str | None = None,
+        report_path: Path | None = None) -> Report:
+    src, dst = Path(src), Path(dst)
+    case_files = sorted(src.glob("*/cases.jsonl")) or sorted(src.glob("cases.jsonl"))
+    if not case_files:
+        raise InputError("no cases.jsonl under this folder (run the ingest stages first)", src)
+    secret = project_secret()
+    report = Report(stage="deidentify")
+    text = TextDeidentifier(params.text, secret)
+    audit: list[dict[str, Any]] = []
+    out_cases: list[Case] = []
+    with staged_dir(dst) as staging:
+        for cf in case_files:
+            for case in read_jsonl(cf, Case):
+                report.counts["cases"] += 1
+                out_cases.append(_case(case, params, secret, text, src, staging, dst, report, audit, workers, scheduler))
+        out_cases.sort(key=lambda c: c.case_id)
+        report.inputs = sum(report.counts[k] for k in ("dicom_files_in", "volumes_in", "figures_in"))
+        write_jsonl(staging / "cases.jsonl", out_cases)
+        report.outputs = report.inputs - sum(report.failures.values())
+        write_jsonl(staging / "audit.jsonl", audit)
+        report.write_quarantine(staging / "quarantine.jsonl")
+        report.metrics["annex_e_edition"] = load_table().edition
+        report.check_failure_rate(params.max_failure_rate, report_path)
+    report.write(report_path)
+    return report
+
+
+def _case(case: Case, params: DeidentifyParams, secret: bytes, text: TextDeidentifier, src: Path, staging: Path,
+          final: Path, report: Report, audit: list[dict[str, Any]], workers: int, scheduler: str | None) -> Case:
+    shift = date_offset_days(case.case_id, secret, params.dicom.max_date_shift_days)
+    case = case.model_copy(deep=True)
+    for field in TEXT_FIELDS:
+        value = getattr(case, field)
+        if value:
+            cleaned, spans = text.deidentify(value, shift, case.case_id)
+            setattr(case, field, cleaned)
+            if spans:
+                audit.append({"case_id": case.case_id, "field": field,
+                              "replaced": [{"tag": s.tag, "start": s.start, "end": s.end} for s in spans]})
+                report.counts["text_phi_spans"] += len(spans)
+    for fig in case.figures:
+        if fig.caption:
+            fig.caption, spans = text.deidentify(fig.caption, shift, case.case_id)
+            report.counts["text_phi_spans"] += len(spans)
+        if fig.path:
+            report.counts["figures_in"] += 1
+            out_rel = Path("files") / case.case_id / f"{fig.figure_id}.png"
+            res = clean_image(fig.path, str(staging / out_rel))
+            if res["ok"]:
+                fig.path = relpath(final / out_rel)
+                audit.append({"case_id": case.case_id, "file": fig.path, "actions": {"metadata": "X"}})
+            else:
+                report.fail(_in_rel(fig.path, src), res["reason"], res["detail"])
+                fig.path, fig.missing = None, True
+    for visit in case.visits:
+        kept = []
+        for series in visit.series:
+            if _series(case, series, params, secret, src, staging, final, report, audit, workers, scheduler):
+                kept.append(series)
+            else:
+                report.counts["series_dropped_all_files_quarantined"] += 1
+        visit.series = kept
+    case.provenance.stages["deidentify"] = f"{load_table().edition}; options=" + ",".join(
+        k for k, v in params.dicom.model_dump().items() if v is True)
+    return case
+
+
+def _in_rel(path: str, src: Path) -> str:
+    p = Path(path).resolve()
+    try:
+        return p.relative_to(src.resolve()).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
+
+
+def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, src: Path, staging: Path, final: Path,
+            report: Report, audit: list[dict[str, Any]], workers: int, scheduler: str | None) -> bool:
+    base = Path("files") / case.case_id / series.series_id
+    if series.format == "dicom":
+        tasks = [(f, str(staging / base / Path(f).name), params.dicom, secret, case.case_id, case.case_id)
+                 for f in series.files]
+        files = []
+        for (f, out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=workers, scheduler=scheduler),
+                                     strict=True):
+            report.counts["dicom_files_in"] += 1
+            if res["ok"]:
+                files.append(relpath(final / base / Path(f).name))
+                audit.append({"case_id": case.case_id, "file": files[-1], "actions": res["actions"]})
+            else:
+                report.fail(_in_rel(f, src), res["reason"], res["detail"])
+        series.files = files
+        return bool(files)
+    if series.format in ("analyze", "nifti"):
+        vol = next((f for f in series.files if f.endswith((".hdr", ".nii", ".nii.gz"))), None)
+        if vol is None:
+            report.fail(_in_rel(series.files[0], src) if series.files else series.series_id, "volume_missing",
+                        "series lists no volume file")
+            return False
+        name = Path(vol).name
+        res = clean_volume(vol, str(staging / base / name))
+        report.counts["volumes_in"] += 1
+        if not res["ok"]:
+            report.fail(_in_rel(vol, src), res["reason"], res["detail"])
+            return False
+        files = [relpath(final / base / name)]
+        if name.endswith(".hdr"):
+            files.append(relpath(final / base / name.replace(".hdr", ".img")))
+        actions = {f: "X" for f in res["removed"]}
+        if series.sidecar:
+            series.sidecar, dropped = clean_sidecar(series.sidecar, params.dicom.retain_device_identity)
+            actions.update({f"sidecar.{k}": "X" for k in dropped})
+        series.files = files
+        audit.append({"case_id": case.case_id, "file": files[0], "actions": actions})
+        return True
+    report.fail(series.series_id, "unsupported_format", series.format)
+    return False
+
+
+# ------------------------------------------------------------------ plain-file commands
+def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: int = 1,
+                   scheduler: str | None = None) -> Report:
+    """Every file under ``src`` -> ``dst`` at the same relative path, or a quarantine entry."""
+    src, dst = Path(src), Path(dst)
+    if not src.is_dir():
+        raise InputError("input folder does not exist", src)
+    secret = project_secret()
+    report = Report(stage="deid dicom")
+    files = sorted(p for p in src.rglob("*") if p.is_file())
+    tasks = [(str(f), str(dst / f.relative_to(src)), params, secret, "", "") for f in files]
+    audit = []
+    for (f, out, *_), res in zip(tasks, pmap(_plain_dicom_task, tasks, workers=workers, scheduler=scheduler),
+                                 strict=True):
+        report.inputs += 1
+        rel = Path(f).relative_to(src).as_posix()
+        if res["ok"]:
+            report.outputs += 1
+            audit.append({"file": rel, "actions": res["actions"]})
+        else:
+            report.fail(rel, res["reason"], res["detail"])
+    write_jsonl(dst / "audit.jsonl", audit)
+    report.write_quarantine(dst / "quarantine.jsonl")
+    return report
+
+
+def _plain_dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> dict[str, Any]:
+    src, dst, params, secret, _, _ = task
+    return deidentify_file(src, dst, params, secret, None, None)
+
+
+def deid_text_path(params: TextDeidParams, src: Path, dst: Path) -> Report:
+    src, dst = Path(src), Path(dst)
+    if not src.exists():
+        raise InputError("input does not exist", src)
+    report = Report(stage="deid text")
+    tool = TextDeidentifier(params, project_secret())
+    pairs = [(src, dst)] if src.is_file() else [(p, dst / p.relative_to(src)) for p in sorted(src.rglob("*.txt"))]
+    for inp, out in pairs:
+        report.inputs += 1
+        try:
+            content = inp.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            report.fail(inp.name if src.is_file() else inp.relative_to(src).as_posix(), "unreadable", str(exc))
+            continue
+        cleaned, spans = tool.deidentify(content, None)
+        report.counts["phi_spans"] += len(spans)
+        write_text(out, cleaned)
+        report.outputs += 1
+    return report

@@ -1,0 +1,1 @@
+"""Deterministic synthetic raw corpus in the real download layouts of each source."""

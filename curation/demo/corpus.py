@@ -1,0 +1,405 @@
+"""Write the demo raw corpus: ADNI, OASIS-1, OASIS-3, Radiopaedia and a PMC case report.
+
+Everything is synthetic and seeded; the PHI in it is fake and exists so de-identification has
+something real to remove (names, dates, MRNs, addresses in headers, sidecars and notes).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+from PIL import Image
+from pydicom.dataset import Dataset, FileMetaDataset
+from pydicom.sequence import Sequence
+from pydicom.uid import ExplicitVRLittleEndian, MRImageStorage, generate_uid
+
+from curation.demo.phantom import SHAPE, SPACING, Lesion, axial_png_array, head
+from curation.records import write_bytes, write_text
+
+UID_ROOT = "1.2.826.0.1.3680043.10.1447."  # demo-only root; every UID below derives from it
+
+
+def _uid(*parts: object) -> str:
+    return str(generate_uid(prefix=UID_ROOT, entropy_srcs=[str(p) for p in parts]))
+
+
+def _csv(path: Path, header: list[str], rows: list[dict[str, object]]) -> None:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=header, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    write_text(path, buf.getvalue())
+
+
+def _affine() -> np.ndarray:
+    nx, ny, nz = SHAPE
+    dx, dy, dz = SPACING
+    aff = np.diag([dx, dy, dz, 1.0])
+    aff[:3, 3] = [-(nx - 1) * dx / 2, -(ny - 1) * dy / 2, -(nz - 1) * dz / 2]
+    return aff
+
+
+# ----------------------------------------------------------------------------- DICOM
+@dataclass(frozen=True)
+class FakePerson:
+    name: str  # DICOM PN form FAMILY^GIVEN
+    birth: date
+    sex: str
+    mrn: str
+    address: str
+    phone: str
+
+
+def write_dicom_series(
+    out_dir: Path,
+    vol: np.ndarray,
+    *,
+    person: FakePerson,
+    study_key: str,
+    series_key: str,
+    series_description: str,
+    sequence: str,
+    acq: date,
+    series_number: int,
+) -> None:
+    """One classic single-frame MR file per axial slice, with LPS geometry and fake PHI."""
+    nx, ny, nz = vol.shape
+    dx, dy, dz = SPACING
+    aff = _affine()
+    study_uid = _uid(study_key)
+    series_uid = _uid(study_key, series_key)
+    frame_uid = _uid(study_key, "frame")
+    tr, te, ti = {"T1w": (2300.0, 2.98, 900.0), "FLAIR": (9000.0, 91.0, 2500.0)}.get(sequence, (3000.0, 80.0, 0.0))
+    for k in range(nz):
+        pixel = vol[::-1, ::-1, k].T  # rows: LPS +y (posterior), cols: LPS +x (left)
+        ras_first = aff @ np.array([nx - 1, ny - 1, k, 1.0])
+        ipp = [-ras_first[0], -ras_first[1], ras_first[2]]
+        sop_uid = _uid(study_key, series_key, k)
+        meta = FileMetaDataset()
+        meta.MediaStorageSOPClassUID = MRImageStorage
+        meta.MediaStorageSOPInstanceUID = sop_uid
+        meta.TransferSyntaxUID = ExplicitVRLittleEndian
+        ds = Dataset()
+        ds.file_meta = meta
+        ds.SOPClassUID = MRImageStorage
+        ds.SOPInstanceUID = sop_uid
+        ds.StudyInstanceUID = study_uid
+        ds.SeriesInstanceUID = series_uid
+        ds.FrameOfReferenceUID = frame_uid
+        ds.Modality = "MR"
+        ds.PatientName = person.name
+        ds.PatientID = person.mrn
+        ds.PatientBirthDate = person.birth.strftime("%Y%m%d")
+        ds.PatientSex = person.sex
+        ds.PatientAge = f"{(acq - person.birth).days // 365:03d}Y"
+        ds.PatientAddress = person.address
+        ds.PatientTelephoneNumbers = person.phone
+        ds.PatientWeight = 71.5
+        ds.PatientSize = 1.68
+        ds.OtherPatientIDs = f"MRN-{person.mrn}"
+        ds.StudyDate = ds.SeriesDate = ds.AcquisitionDate = ds.ContentDate = acq.strftime("%Y%m%d")
+        ds.StudyTime = ds.SeriesTime = ds.AcquisitionTime = ds.ContentTime = "101530"
+        ds.AccessionNumber = "ACC" + sop_uid[-7:].replace(".", "0")
+        ds.StudyID = "S" + study_uid[-5:].replace(".", "0")
+        ds.InstitutionName = "Springfield Memory Clinic"
+        ds.InstitutionAddress = "742 Evergreen Terrace, Springfield, OR 97403"
+        ds.ReferringPhysicianName = "HIBBERT^JULIUS"
+        ds.PerformingPhysicianName = "RIVIERA^NICK"
+        ds.OperatorsName = "SMITHERS^WAYLON"
+        ds.StationName = "SPFLDMR01"
+        ds.Manufacturer = "SIEMENS"
+        ds.ManufacturerModelName = "TrioTim"
+        ds.DeviceSerialNumber = "35021"
+        ds.SoftwareVersions = "syngo MR B17"
+        ds.StudyDescription = f"MEMORY CLINIC^{person.name.split('^')[0]} BRAIN"
+        ds.SeriesDescription = series_description
+        ds.ImageComments = f"Scanned for {person.name.replace('^', ' ').title()}, MRN {person.mrn}"
+        ds.MagneticFieldStrength = 3.0
+        ds.RepetitionTime = tr
+        ds.EchoTime = te
+        if ti:
+            ds.InversionTime = ti
+        ds.ScanningSequence = "GR\\IR" if sequence == "T1w" else "SE\\IR"
+        ds.SeriesNumber = series_number
+        ds.InstanceNumber = k + 1
+        ds.SliceThickness = dz
+        ds.SpacingBetweenSlices = dz
+        ds.PixelSpacing = [dy, dx]
+        ds.ImagePositionPatient = [round(float(v), 4) for v in ipp]
+        ds.ImageOrientationPatient = [1, 0, 0, 0, 1, 0]
+        ds.SliceLocation = round(float(ipp[2]), 4)
+        ds.SamplesPerPixel = 1
+        ds.PhotometricInterpretation = "MONOCHROME2"
+        ds.Rows, ds.Columns = pixel.shape
+        ds.BitsAllocated = 16
+        ds.BitsStored = 12
+        ds.HighBit = 11
+        ds.PixelRepresentation = 0
+        ds.BurnedInAnnotation = "NO"
+        req = Dataset()
+        req.RequestedProcedureID = f"RP{person.mrn}"
+        req.ScheduledProcedureStepID = f"SPS-{person.mrn}"
+        req.RequestingPhysician = "HIBBERT^JULIUS"
+        ref = Dataset()
+        ref.ReferencedSOPClassUID = MRImageStorage
+        ref.ReferencedSOPInstanceUID = _uid(study_key, series_key, max(k - 1, 0))
+        req.ReferencedStudySequence = Sequence([ref])
+        ds.RequestAttributesSequence = Sequence([req])
+        ds.private_block(0x0029, "SPFLD PRIVATE", create=True).add_new(0x10, "LO", f"{person.name} {person.mrn}")
+        ds.PixelData = np.ascontiguousarray(pixel).astype("<u2").tobytes()
+        buf = io.BytesIO()
+        ds.save_as(buf, enforce_file_format=True)
+        write_bytes(out_dir / f"{series_key}_{k + 1:03d}.dcm", buf.getvalue())
+
+
+# ----------------------------------------------------------------------------- ADNI
+ADNI_SUBJECTS = [
+    # ptid, rid, sex, birth, dx_bl, (dx, mmse, cdrsb) per visit, lesion
+    ("027_S_0074", 74, "M", date(1938, 4, 11), "CN", [("CN", 29, 0.0), ("CN", 29, 0.0)], None),
+    ("033_S_0511", 511, "F", date(1941, 9, 2), "LMCI", [("MCI", 26, 1.5), ("Dementia", 22, 4.0)], None),
+    ("126_S_0605", 605, "F", date(1932, 1, 23), "AD", [("Dementia", 21, 5.0), ("Dementia", 17, 7.5)],
+     Lesion((0.36, 0.52, 0.58), 3.0)),
+]
+ADNI_NAMES = ["FLANDERS^NED", "BOUVIER^SELMA", "VAN HOUTEN^LUANN"]
+ATROPHY = {"CN": 0.0, "MCI": 0.35, "Dementia": 0.75}
+
+
+def write_adni(root: Path) -> None:
+    rows = []
+    for n, (ptid, rid, sex, birth, dx_bl, visits, lesion) in enumerate(ADNI_SUBJECTS):
+        person = FakePerson(ADNI_NAMES[n], birth, sex, f"{4410000 + rid}", "12 Oak Street, Springfield, OR", "541-555-0100")
+        base = date(2006, 3, 14) + timedelta(days=37 * n)
+        for v, (viscode, months) in enumerate([("bl", 0), ("m12", 12)]):
+            dx, mmse, cdrsb = visits[v]
+            exam = base + timedelta(days=round(months * 30.44))
+            age_bl = round((base - birth).days / 365.25, 1)
+            rows.append({
+                "RID": rid, "PTID": ptid, "VISCODE": viscode, "VISCODE2": "bl" if v == 0 else "m12",
+                "EXAMDATE": exam.isoformat(), "DX_bl": dx_bl, "DX": dx, "AGE": age_bl,
+                "PTGENDER": "Male" if sex == "M" else "Female", "PTEDUCAT": 16 - n * 2,
+                "PTETHCAT": "Not Hisp/Latino", "PTRACCAT": "White", "APOE4": min(n, 2),
+                "MMSE": mmse, "CDRSB": cdrsb, "ADAS11": round(5 + (30 - mmse) * 1.4, 2),
+                "ADAS13": round(8 + (30 - mmse) * 1.9, 2), "MOCA": mmse - 3, "FAQ": int(cdrsb * 2),
+                "Hippocampus": 7400 - int(ATROPHY[dx] * 1600), "WholeBrain": 1050000 - int(ATROPHY[dx] * 90000),
+                "Ventricles": 22000 + int(ATROPHY[dx] * 30000), "ICV": 1550000, "Month": months,
+            })
+            atrophy = ATROPHY[dx]
+            t1 = head("T1w", atrophy=atrophy, lesion=lesion, seed=1000 + 10 * n + v)
+            flair = head("FLAIR", atrophy=atrophy, lesion=lesion, seed=2000 + 10 * n + v)
+            stamp = f"{exam.isoformat()}_10_15_30.0"
+            for s, (desc, seq, vol) in enumerate([("MPRAGE", "T1w", t1), ("Axial_T2-FLAIR", "FLAIR", flair)]):
+                image_id = f"I{100000 + 1000 * n + 10 * v + s}"
+                folder = root / "ADNI" / ptid / desc / stamp / image_id
+                write_dicom_series(
+                    folder, vol, person=person, study_key=f"adni-{ptid}-{viscode}",
+                    series_key=f"{image_id}", series_description=desc, sequence=seq, acq=exam,
+                    series_number=s + 2,
+                )
+    write_text(root / "ADNI" / "README.txt", "Downloaded from the LONI Image and Data Archive.\n")
+    header = list(rows[0].keys())
+    _csv(root / "ADNIMERGE.csv", header, rows)
+
+
+# ----------------------------------------------------------------------------- OASIS-1
+OASIS1 = [
+    # id, sex, hand, age, educ, ses, mmse, cdr, etiv, nwbv, asf, lesion
+    ("OAS1_0001_MR1", "F", "R", 74, 2, 3, 29, 0.0, 1344, 0.743, 1.306, None),
+    ("OAS1_0002_MR1", "F", "R", 55, 4, 1, 29, 0.0, 1147, 0.810, 1.531, None),
+    ("OAS1_0031_MR1", "M", "R", 88, 1, 4, 21, 1.0, 1409, 0.667, 1.246, Lesion((0.62, 0.55, 0.6), 2.5)),
+    ("OAS1_0042_MR1", "F", "R", 76, 3, 2, 24, 0.5, 1390, 0.701, 1.262, None),
+    ("OAS1_0002_MR2", "F", "R", 55, 4, 1, 29, 0.0, 1147, 0.810, 1.531, None),
+]
+
+
+def write_oasis1(root: Path) -> None:
+    rows = []
+    for n, (sid, sex, hand, age, educ, ses, mmse, cdr, etiv, nwbv, asf, lesion) in enumerate(OASIS1):
+        atrophy = {0.0: 0.0, 0.5: 0.4, 1.0: 0.8}[cdr]
+        vol = head("T1w", atrophy=atrophy, lesion=lesion, seed=3000 + n).astype(np.int16)
+        img = nib.AnalyzeImage(vol, _affine())
+        img.header["descrip"] = f"{sid} Mary Major DOB 1931-02-03".encode()[:79]
+        img.header["db_name"] = b"SPFLD-MRN 5512"
+        raw = root / sid / "RAW"
+        raw.mkdir(parents=True, exist_ok=True)
+        nib.save(img, str(raw / f"{sid}_mpr-1_anon.hdr"))
+        rows.append({
+            "ID": sid, "M/F": sex, "Hand": hand, "Age": age, "Educ": educ, "SES": ses, "MMSE": mmse,
+            "CDR": cdr, "eTIV": etiv, "nWBV": nwbv, "ASF": asf, "Delay": 14 if sid.endswith("MR2") else "N/A",
+        })
+    _csv(root / "oasis_cross-sectional.csv",
+         ["ID", "M/F", "Hand", "Age", "Educ", "SES", "MMSE", "CDR", "eTIV", "nWBV", "ASF", "Delay"], rows)
+
+
+# ----------------------------------------------------------------------------- OASIS-3
+OASIS3 = [
+    # id, gender(1=M,2=F), age, educ, apoe, [(day, mmse, cdr, cdrsum, dx)], lesion
+    ("OAS30001", 2, 65.2, 12, 33, [(0, 30, 0.0, 0.0, "Cognitively normal"), (1123, 29, 0.0, 0.0, "Cognitively normal")], None),
+    ("OAS30027", 1, 71.9, 16, 34, [(0, 27, 0.5, 1.0, "uncertain dementia"), (1502, 23, 1.0, 5.0, "AD Dementia")],
+     Lesion((0.4, 0.6, 0.62), 2.5)),
+]
+
+
+def write_oasis3(root: Path) -> None:
+    demo_rows, cdr_rows = [], []
+    for n, (sid, gender, age, educ, apoe, visits, lesion) in enumerate(OASIS3):
+        demo_rows.append({"OASISID": sid, "AgeatEntry": age, "GENDER": gender, "EDUC": educ, "APOE": apoe, "HAND": "R"})
+        for v, (day, mmse, cdr, cdrsum, dx) in enumerate(visits):
+            cdr_rows.append({"OASISID": sid, "days_to_visit": day, "MMSE": mmse, "CDRTOT": cdr, "CDRSUM": cdrsum, "dx1": dx})
+            atrophy = {0.0: 0.0, 0.5: 0.35, 1.0: 0.75}[cdr]
+            session = f"{sid}_MR_d{day:04d}"
+            for a, seq in enumerate(["T1w", "FLAIR"]):
+                vol = head(seq, atrophy=atrophy, lesion=lesion, seed=4000 + 100 * n + 10 * v + a).astype(np.int16)
+                anat = root / session / f"anat{a + 1}"
+                anat.mkdir(parents=True, exist_ok=True)
+                stem = f"sub-{sid}_ses-d{day:04d}_{seq}"
+                img = nib.Nifti1Image(vol, _affine())
+                img.header["descrip"] = b"Springfield MR Center"
+                nib.save(img, str(anat / f"{stem}.nii.gz"))
+                sidecar = {
+                    "Modality": "MR", "MagneticFieldStrength": 3, "Manufacturer": "Siemens",
+                    "ManufacturerModelName": "TrioTim", "InstitutionName": "Springfield MR Center",
+                    "InstitutionAddress": "1 Medical Plaza, Springfield", "AcquisitionDateTime": f"2011-0{v + 4}-1{n}T09:41:00",
+                    "RepetitionTime": 2.4 if seq == "T1w" else 9.0, "EchoTime": 0.003 if seq == "T1w" else 0.09,
+                    "SeriesDescription": f"{seq} {sid}",
+                }
+                write_text(anat / f"{stem}.json", json.dumps(sidecar, indent=2) + "\n")
+    _csv(root / "OASIS3_demographics.csv", ["OASISID", "AgeatEntry", "GENDER", "EDUC", "APOE", "HAND"], demo_rows)
+    _csv(root / "OASIS3_UDSb4_cdr.csv", ["OASISID", "days_to_visit", "MMSE", "CDRTOT", "CDRSUM", "dx1"], cdr_rows)
+
+
+# ----------------------------------------------------------------------------- Radiopaedia
+RADIOPAEDIA = [
+    {
+        "slug": "multiple-sclerosis-demo-1", "title": "Multiple sclerosis", "diagnosis": "Multiple sclerosis",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis probable", "age": "29 years",
+        "gender": "Female", "author": "Demo Author A",
+        "presentation": "Ms. Clara Oswald, a 29-year-old teacher (MRN 8830215, phone 503-555-0199), presented on 14 March 2019 with blurred vision in the left eye and tingling in both legs for two weeks.",
+        "findings": "Multiple ovoid T2/FLAIR hyperintense lesions in the periventricular white matter of the left hemisphere, oriented perpendicular to the lateral ventricles (Dawson fingers). No haemorrhage.",
+        "discussion": "Periventricular ovoid lesions in a young woman with optic neuritis favour multiple sclerosis over small vessel disease or ADEM.",
+        "differential": ["Acute disseminated encephalomyelitis", "Small vessel ischaemic disease", "Neuromyelitis optica spectrum disorder"],
+        "sequence": "FLAIR", "lesion": Lesion((0.36, 0.5, 0.6), 2.5), "atrophy": 0.0,
+    },
+    {
+        "slug": "glioblastoma-demo-2", "title": "Glioblastoma", "diagnosis": "Glioblastoma",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "63 years",
+        "gender": "Male", "author": "Demo Author B",
+        "presentation": "Mr. Rory Williams (DOB 04/11/1957, 42 Wallaby Way, Portland) was brought in by his wife Amy on 02/06/2020 with three weeks of headache and new right arm weakness.",
+        "findings": "Large heterogeneous mass in the right frontal lobe with surrounding FLAIR hyperintense vasogenic oedema and mass effect on the right lateral ventricle.",
+        "discussion": "Histology confirmed IDH-wildtype glioblastoma. Differential included metastasis and lymphoma.",
+        "differential": ["Cerebral metastasis", "Primary CNS lymphoma", "Cerebral abscess"],
+        "sequence": "FLAIR", "lesion": Lesion((0.64, 0.66, 0.62), 6.0), "atrophy": 0.1,
+    },
+]
+
+
+def write_radiopaedia(root: Path) -> None:
+    for n, case in enumerate(RADIOPAEDIA):
+        folder = root / case["slug"]
+        vol = head(case["sequence"], atrophy=case["atrophy"], lesion=case["lesion"], seed=5000 + n)
+        z_lesion = int(round(case["lesion"].center[2] * (SHAPE[2] - 1)))
+        images = []
+        for i, z in enumerate([z_lesion - 4, z_lesion, z_lesion + 4]):
+            rel = f"images/{i + 1:03d}.png"
+            buf = io.BytesIO()
+            Image.fromarray(axial_png_array(vol, z)).save(buf, format="PNG")
+            write_bytes(folder / rel, buf.getvalue())
+            images.append(rel)
+        doc = {
+            "id": 90000 + n, "url": f"https://radiopaedia.org/cases/{case['slug']}", "title": case["title"],
+            "system": case["system"], "diagnostic_certainty": case["diagnostic_certainty"],
+            "presentation": case["presentation"], "age": case["age"], "gender": case["gender"],
+            "author": case["author"], "body": case["findings"], "discussion": case["discussion"],
+            "differential": case["differential"], "license": "CC BY-NC-SA 3.0",
+            "studies": [{
+                "modality": "MRI", "plane": "axial", "findings": case["findings"],
+                "caption": f"Axial {case['sequence']} MRI", "series": [{"name": case["sequence"], "images": images}],
+            }],
+        }
+        write_text(folder / "case.json", json.dumps(doc, indent=2) + "\n")
+
+
+# ----------------------------------------------------------------------------- PMC case report
+JATS = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE article PUBLIC "-//NLM//DTD JATS (Z39.96) Journal Archiving and Interchange DTD v1.2 20190208//EN" "JATS-archivearticle1.dtd">
+<article xmlns:xlink="http://www.w3.org/1999/xlink" xmlns:mml="http://www.w3.org/1998/Math/MathML" article-type="{article_type}" dtd-version="1.2">
+<front>
+<journal-meta><journal-id journal-id-type="nlm-ta">Demo Neurol Case Rep</journal-id><journal-title-group><journal-title>Demo Neurology Case Reports</journal-title></journal-title-group><issn pub-type="epub">0000-0000</issn></journal-meta>
+<article-meta>
+<article-id pub-id-type="pmcid">{pmcid}</article-id><article-id pub-id-type="doi">10.0000/dncr.{doi}</article-id>
+<title-group><article-title>{title}</article-title></title-group>
+<contrib-group><contrib contrib-type="author"><name><surname>Okafor</surname><given-names>Adaeze</given-names></name></contrib><contrib contrib-type="author"><name><surname>Lindqvist</surname><given-names>Maja</given-names></name></contrib></contrib-group>
+<pub-date pub-type="epub"><year>2021</year></pub-date>
+<permissions><license license-type="open-access" xlink:href="https://creativecommons.org/licenses/by/4.0/"><license-p>This is an open-access article distributed under the terms of the Creative Commons Attribution 4.0 License.</license-p></license></permissions>
+</article-meta>
+</front>
+<body>
+<sec><title>Introduction</title><p>{intro}</p></sec>
+<sec><title>{case_title}</title>
+<p>{case_text}</p>
+<fig id="F1" position="float"><label>Figure 1.</label><caption><p>{caption}</p></caption><graphic xlink:href="{graphic}"/></fig>
+</sec>
+<sec><title>Discussion</title><p>{discussion}</p></sec>
+</body>
+</article>
+"""
+
+
+def write_case_reports(root: Path) -> None:
+    vol = head("DWI", atrophy=0.2, lesion=Lesion((0.3, 0.45, 0.55), 4.0), seed=6001)
+    z = int(round(0.55 * (SHAPE[2] - 1)))
+    buf = io.BytesIO()
+    Image.fromarray(axial_png_array(vol, z)).convert("RGB").save(buf, format="JPEG", quality=92)
+    write_bytes(root / "dncr-8-e1-g001.jpg", buf.getvalue())
+    write_text(root / "PMC9000001.nxml", JATS.format(
+        article_type="case-report", pmcid="PMC9000001", doi="2021.0001",
+        title="Acute left middle cerebral artery infarct presenting as isolated aphasia",
+        intro="Isolated aphasia is an uncommon presentation of acute ischaemic stroke.",
+        case_title="Case Report",
+        case_text=("A 71-year-old right-handed man, Mr. Walter Bishop of 17 Harvard Lane, Boston (MRN 22-781-443), "
+                   "was seen on January 5, 2021 with sudden word-finding difficulty that began 3 hours before arrival. "
+                   "He had a history of atrial fibrillation and hypertension and had stopped apixaban a week earlier. "
+                   "Examination showed expressive aphasia without limb weakness. "
+                   "MRI showed restricted diffusion on DWI in the left frontal operculum in the left middle cerebral artery territory, "
+                   "with no haemorrhage on SWI. He was treated with thrombectomy and his speech improved at 3-month follow-up. "
+                   "Final diagnosis: acute ischaemic stroke due to cardioembolism."),
+        caption="Axial diffusion-weighted MRI showing restricted diffusion in the left middle cerebral artery territory (arrow).",
+        graphic="dncr-8-e1-g001",
+        discussion=("Cardioembolic stroke after anticoagulation is stopped is a recognised cause of cortical infarcts. "
+                    "The differential diagnosis includes focal seizure with postictal aphasia and migraine with aura."),
+    ))
+    # a research article in the same download: skipped by design, counted
+    write_text(root / "PMC9000002.nxml", JATS.format(
+        article_type="research-article", pmcid="PMC9000002", doi="2021.0002",
+        title="Outcomes of thrombectomy in a regional stroke network", intro="We studied outcomes.",
+        case_title="Methods", case_text="Retrospective cohort of 412 patients.",
+        caption="Flow chart of included patients.", graphic="dncr-8-e2-g001",
+        discussion="Thrombectomy outcomes were comparable to trial data.",
+    ))
+
+
+WRITERS = {
+    "adni": write_adni,
+    "oasis1": write_oasis1,
+    "oasis3": write_oasis3,
+    "radiopaedia": write_radiopaedia,
+    "case-reports": write_case_reports,
+}
+
+
+def write_demo_corpus(root: str | Path, sources: list[str] | None = None) -> dict[str, int]:
+    """Write each source's demo tree under ``root/<source>``; returns files written per source."""
+    root = Path(root)
+    counts = {}
+    for name in sources or list(WRITERS):
+        folder = root / name
+        WRITERS[name](folder)
+        counts[name] = sum(1 for p in folder.rglob("*") if p.is_file())
+    return counts

@@ -1,0 +1,47 @@
+"""Errors the toolkit raises on purpose; the CLI turns each into one line and an exit code."""
+
+from __future__ import annotations
+
+
+class CurationError(Exception):
+    """Base class: a problem the user can act on, reported as one line."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, path: object | None = None) -> None:
+        self.path = None if path is None else str(path)
+        super().__init__(f"{self.path}: {message}" if self.path else message)
+
+
+class ParamsError(CurationError):
+    exit_code = 2
+
+
+class InputError(CurationError):
+    """An input file or folder that cannot be used at all."""
+
+    exit_code = 3
+
+
+class RecordError(CurationError):
+    """A malformed record in a JSONL/JSON file the toolkit wrote or reads."""
+
+    exit_code = 4
+
+
+class FailureRateExceeded(CurationError):
+    """More inputs failed than the stage's max_failure_rate allows."""
+
+    exit_code = 5
+
+
+class VerificationError(CurationError):
+    """A release or output did not verify (checksums, residual PHI, schema)."""
+
+    exit_code = 6
+
+
+class ServiceError(CurationError):
+    """An external service (LLM endpoint, Label Studio) could not be used."""
+
+    exit_code = 7

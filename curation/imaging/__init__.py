@@ -1,0 +1,1 @@
+"""Imaging: conversion to canonical NIfTI, normalization, deterministic renders and QC."""

@@ -1,0 +1,235 @@
+"""The ``normalize`` stage: canonical NIfTI, intensity normalization, renders and QC, one series at a time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from curation.errors import InputError
+from curation.ingest.base import relpath
+from curation.params import NormalizeParams
+from curation.parallel import pmap
+from curation.records import read_jsonl, staged_dir, write_jsonl, write_text
+from curation.report import Report
+from curation.schema import Case, Render, Step
+
+VERSION = "1"
+
+
+def process_series(task: dict[str, Any]) -> dict[str, Any]:
+    """Pure function of one series: everything it writes lies under ``task['out_dir']``."""
+    import nibabel as nib
+    from nibabel.processing import resample_to_output
+
+    from curation.imaging.convert import load_volume
+    from curation.imaging.render import PLANE_AXIS, montage, save_png, slice_2d, to_png, window
+
+    p: NormalizeParams = task["params"]
+    out_dir = Path(task["out_dir"])
+    final_dir = Path(task["final_dir"])
+    steps: list[dict[str, Any]] = []
+    try:
+        img, info = load_volume(task["format"], task["files"])
+    except Exception as exc:
+        return {"ok": False, "reason": "convert_failed", "detail": f"{type(exc).__name__}: {exc}"}
+    steps.append({"name": "to_canonical_ras", "args": {"format": task["format"]}, "version": VERSION})
+    if p.target_spacing:
+        img = resample_to_output(img, voxel_sizes=tuple(p.target_spacing), order=1)
+        steps.append({"name": "resample", "args": {"spacing": list(p.target_spacing), "order": 1}, "version": VERSION})
+    data = np.asarray(img.dataobj, dtype=np.float32)
+    lo, hi = np.percentile(data, p.percentiles)
+    fg_thresh = float(data.mean())
+    fg = data > fg_thresh
+    if p.intensity == "percentile":
+        data = np.clip((data - lo) / max(hi - lo, 1e-6), 0, 1).astype(np.float32)
+        steps.append({"name": "percentile_rescale", "args": {"percentiles": list(p.percentiles)}, "version": VERSION})
+    elif p.intensity == "zscore" and fg.any():
+        data = ((data - data[fg].mean()) / max(float(data[fg].std()), 1e-6)).astype(np.float32)
+        steps.append({"name": "zscore_foreground", "args": {}, "version": VERSION})
+    out = nib.Nifti1Image(data, img.affine)
+    out.header.set_xyzt_units("mm")
+    nii_path = out_dir / "volume.nii.gz"
+    nii_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = nii_path.with_name(".volume.tmp.nii.gz")
+    nib.save(out, str(tmp))
+    tmp.replace(nii_path)
+    spacing = tuple(round(float(z), 4) for z in out.header.get_zooms()[:3])
+    sidecar = dict(info.get("sidecar") or {})
+    sidecar.update({"Sequence": task.get("sequence"), "Orientation": "RAS", "Spacing": list(spacing)})
+    write_text(out_dir / "volume.json", json.dumps(sidecar, indent=2, sort_keys=True) + "\n")
+
+    # windowing on the normalized volume: fixed percentiles of the foreground
+    wlo, whi = (float(v) for v in np.percentile(data[fg] if fg.any() else data, [1.0, 99.5]))
+    renders = []
+    key_index = _key_slice(data, fg) if p.key_slices else None
+    for plane in p.planes:
+        axis = PLANE_AXIS[plane]
+        n = data.shape[axis]
+        indices = [("mid", min(n - 1, int(round(f * (n - 1))))) for f in p.slice_fractions]
+        if plane == "axial" and key_index is not None:
+            indices.append(("key", key_index))
+        sp = [s for i, s in enumerate(spacing) if i != axis][::-1]
+        for role, idx in indices:
+            png = to_png(window(slice_2d(data, plane, idx), wlo, whi), p.render_size, (sp[0], sp[1]))
+            name = f"{plane}_{idx:03d}.png"
+            save_png(png, out_dir / name)
+            renders.append({"plane": plane, "slice_index": idx, "window": [round(wlo, 6), round(whi, 6)],
+                            "path": relpath(final_dir / name), "role": role})
+    if p.montage:
+        n = data.shape[2]
+        idxs = [int(round(f * (n - 1))) for f in np.linspace(0.25, 0.8, 9)]
+        tiles = [to_png(window(slice_2d(data, "axial", i), wlo, whi), 128, (spacing[1], spacing[0])) for i in idxs]
+        save_png(montage(tiles, 3, ("R", "L", "A", "P")), out_dir / "montage_axial.png")
+        renders.append({"plane": "montage", "slice_index": None, "window": [round(wlo, 6), round(whi, 6)],
+                        "path": relpath(final_dir / "montage_axial.png"), "role": "montage"})
+    steps.append({"name": "render", "args": {"size": p.render_size, "window_percentiles": [1.0, 99.5]},
+                  "version": VERSION})
+    qc = _qc(data, fg, spacing, info)
+    return {"ok": True, "nifti": relpath(final_dir / "volume.nii.gz"), "spacing": spacing,
+            "shape": tuple(int(s) for s in data.shape), "orientation": "RAS", "renders": renders, "qc": qc,
+            "steps": steps, "sidecar": sidecar}
+
+
+def _key_slice(data: np.ndarray, fg: np.ndarray) -> int | None:
+    """The axial slice with the most unusually bright foreground voxels (a lesion on FLAIR/T2/DWI)."""
+    if not fg.any():
+        return None
+    thr = np.percentile(data[fg], 99.0)
+    counts = ((data > thr) & fg).sum(axis=(0, 1))
+    return int(np.argmax(counts)) if counts.max() > 0 else None
+
+
+def _qc(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], info: dict[str, Any]) -> dict[str, Any]:
+    bg = ~fg
+    snr = float(data[fg].mean() / max(float(data[bg].std()), 1e-6)) if fg.any() and bg.any() else 0.0
+    flags = []
+    frac = float(fg.mean())
+    if frac < 0.05:
+        flags.append("low_foreground")
+    if snr < 3:
+        flags.append("low_snr")
+    if info.get("duplicate_slices"):
+        flags.append("duplicate_slices")
+    if info.get("irregular_gaps"):
+        flags.append("irregular_slice_gaps")
+    if min(data.shape) < 16:
+        flags.append("too_few_slices")
+    return {"foreground_fraction": round(frac, 4), "snr": round(snr, 3), "intensity_min": round(float(data.min()), 4),
+            "intensity_max": round(float(data.max()), 4), "slice_gap_mm": info.get("slice_gap_mm"),
+            "duplicate_slices": info.get("duplicate_slices", 0), "irregular_gaps": info.get("irregular_gaps", 0),
+            "source_orientation": info.get("orientation"), "flags": flags, "pass": not flags}
+
+
+def process_figure(task: dict[str, Any]) -> dict[str, Any]:
+    from PIL import Image
+
+    from curation.imaging.render import save_png
+
+    try:
+        with Image.open(task["path"]) as im:
+            im.load()
+            img = im.convert("RGB") if im.mode not in ("L", "RGB") else im.copy()
+    except Exception as exc:
+        return {"ok": False, "reason": "image_unreadable", "detail": f"{type(exc).__name__}: {exc}"}
+    size = task["size"]
+    scale = size / max(img.size)
+    if scale < 1:
+        img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))), Image.Resampling.BILINEAR)
+    out = Path(task["out"])
+    save_png(img, out)
+    arr = np.asarray(img.convert("L"), dtype=np.float32)
+    flags = ["tiny_image"] if min(img.size) < 64 else []
+    return {"ok": True, "render": {"plane": "figure", "slice_index": None, "window": None,
+                                   "path": relpath(Path(task["final"])), "role": "figure"},
+            "qc": {"width": img.width, "height": img.height, "mean": round(float(arr.mean()), 3), "flags": flags,
+                   "pass": not flags}}
+
+
+def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, scheduler: str | None = None,
+        report_path: Path | None = None) -> Report:
+    src, dst = Path(src), Path(dst)
+    cases_path = src / "cases.jsonl"
+    if not cases_path.exists():
+        raise InputError("no cases.jsonl (run the deidentify stage first)", src)
+    report = Report(stage="normalize")
+    cases = list(read_jsonl(cases_path, Case))
+    with staged_dir(dst) as staging:
+        series_tasks, figure_tasks = [], []
+        for case in cases:
+            for visit in case.visits:
+                for s in visit.series:
+                    rel = Path("files") / case.case_id / s.series_id
+                    series_tasks.append(({"format": s.format, "files": s.files, "params": params,
+                                          "out_dir": str(staging / rel), "final_dir": str(dst / rel),
+                                          "sequence": s.sequence}, s))
+            for fig in case.figures:
+                if fig.path:
+                    rel = Path("files") / case.case_id / f"{fig.figure_id}.png"
+                    figure_tasks.append(({"path": fig.path, "size": params.render_size, "out": str(staging / rel),
+                                          "final": str(dst / rel)}, fig))
+        qc_rows = []
+        for (task, s), res in zip(series_tasks, pmap(process_series, [t for t, _ in series_tasks], workers=workers,
+                                                     scheduler=scheduler), strict=True):
+            report.inputs += 1
+            if not res["ok"]:
+                report.fail(s.files[0] if s.files else s.series_id, res["reason"], res["detail"])
+                s.qc = {"pass": False, "flags": [res["reason"]]}
+                continue
+            s.nifti, s.spacing, s.shape, s.orientation = res["nifti"], res["spacing"], res["shape"], res["orientation"]
+            s.renders = [Render(**r) for r in res["renders"]]
+            s.qc = res["qc"]
+            s.sidecar = res["sidecar"]
+            s.provenance.extend(Step(**st) for st in res["steps"])
+            report.outputs += 1
+            report.counts["series_qc_flagged"] += int(not res["qc"]["pass"])
+            qc_rows.append({"kind": "series", "id": s.series_id, **res["qc"], "thumbnail": res["renders"][0]["path"]})
+        for (task, fig), res in zip(figure_tasks, pmap(process_figure, [t for t, _ in figure_tasks], workers=workers,
+                                                       scheduler=scheduler), strict=True):
+            report.inputs += 1
+            if not res["ok"]:
+                report.fail(fig.path or fig.figure_id, res["reason"], res["detail"])
+                fig.missing, fig.path = True, None
+                continue
+            fig.renders = [Render(**res["render"])]
+            fig.qc = res["qc"]
+            report.outputs += 1
+            qc_rows.append({"kind": "figure", "id": fig.figure_id, **res["qc"], "thumbnail": res["render"]["path"]})
+        for case in cases:
+            case.provenance.stages["normalize"] = VERSION
+        write_jsonl(staging / "cases.jsonl", cases)
+        write_jsonl(staging / "qc.jsonl", qc_rows)
+        _contact_sheet(qc_rows, staging / "qc_contact_sheet.png", dst)
+        report.write_quarantine(staging / "quarantine.jsonl")
+        report.check_failure_rate(params.max_failure_rate, report_path)
+    report.write(report_path)
+    return report
+
+
+def _contact_sheet(rows: list[dict[str, Any]], out: Path, final: Path) -> None:
+    """One PNG a curator opens to eyeball a whole run: thumbnails labelled pass/flag."""
+    from PIL import Image, ImageDraw
+
+    from curation.imaging.render import save_png
+
+    tile = 128
+    cols = 6
+    n = max(len(rows), 1)
+    sheet = Image.new("RGB", (cols * tile, ((n + cols - 1) // cols) * (tile + 14)), (0, 0, 0))
+    draw = ImageDraw.Draw(sheet)
+    for i, row in enumerate(rows):
+        thumb_path = Path(row["thumbnail"])
+        staged = out.parent / thumb_path.relative_to(final) if thumb_path.is_relative_to(final) else thumb_path
+        try:
+            with Image.open(staged) as im:
+                im = im.convert("RGB")
+                im.thumbnail((tile, tile))
+                x, y = (i % cols) * tile, (i // cols) * (tile + 14)
+                sheet.paste(im, (x, y))
+        except OSError:
+            x, y = (i % cols) * tile, (i // cols) * (tile + 14)
+        colour = (80, 220, 80) if row.get("pass") else (240, 80, 80)
+        draw.text((x + 2, y + tile), f"{row['id'][:18]}", fill=colour)
+    save_png(sheet, out)

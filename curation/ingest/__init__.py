@@ -1,0 +1,54 @@
+"""Ingest: one module per source, chosen through one registry keyed by source name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from curation.errors import InputError
+from curation.ingest.base import IngestContext, load_spec
+from curation.params import IngestParams
+from curation.records import write_jsonl
+from curation.report import Report
+from curation.schema import Case, SourceName
+
+
+def _registry() -> dict[SourceName, Callable[[IngestContext], list[Case]]]:
+    from curation.ingest import adni, case_reports, oasis1, oasis3, radiopaedia
+
+    return {
+        SourceName.adni: adni.ingest,
+        SourceName.oasis1: oasis1.ingest,
+        SourceName.oasis3: oasis3.ingest,
+        SourceName.radiopaedia: radiopaedia.ingest,
+        SourceName.case_reports: case_reports.ingest,
+    }
+
+
+def run(params: IngestParams, source: str, src: Path, dst: Path, *, workers: int = 1,
+        scheduler: str | None = None, report_path: Path | None = None) -> Report:
+    from curation.records import staged_dir
+
+    try:
+        name = SourceName(source)
+    except ValueError:
+        raise InputError(f"unknown source {source!r}; choose from {', '.join(s.value for s in SourceName)}") from None
+    src = Path(src)
+    if not src.is_dir():
+        raise InputError("raw folder does not exist or is not a folder", src)
+    report = Report(stage=f"ingest@{name.value}")
+    with staged_dir(dst) as staging:
+        ctx = IngestContext(source=name.value, raw=src, staging=staging, final=Path(dst), report=report,
+                            spec=load_spec(name.value), workers=workers, scheduler=scheduler,
+                            copy_files=params.copy_files)
+        cases = sorted(_registry()[name](ctx), key=lambda c: c.case_id)
+        report.outputs = write_jsonl(staging / "cases.jsonl", cases)
+        report.counts["cases"] = len(cases)
+        report.counts["series"] = sum(len(c.all_series()) for c in cases)
+        report.counts["figures"] = sum(len(c.figures) for c in cases)
+        report.write_quarantine(staging / "quarantine.jsonl")
+        # participant identifiers stay here, outside anything a release reads
+        write_jsonl(staging / "private" / "id_map.jsonl", sorted(ctx.id_map, key=lambda r: r["case_id"]))
+        report.check_failure_rate(params.max_failure_rate, report_path)
+    report.write(report_path)
+    return report

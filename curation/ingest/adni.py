@@ -1,0 +1,153 @@
+"""ADNI: LONI IDA tree ``ADNI/<PTID>/<series description>/<date>/<image id>/*.dcm`` plus ADNIMERGE.csv."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from curation.ingest.base import IngestContext, numeric_scores, read_csv_rows, to_float
+from curation.ingest.dicomscan import inspect_dicom
+from curation.parallel import pmap
+from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
+
+PTID = re.compile(r"^\d{3}_S_\d{4}$")
+STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})_\d{2}_\d{2}_\d{2}(\.\d+)?$")
+
+
+def _date(value: str) -> date:
+    return datetime.strptime(value[:10], "%Y-%m-%d").date()
+
+
+def sequence_for(description: str, rules: list[dict[str, str]]) -> str | None:
+    for rule in rules:
+        if re.search(rule["pattern"], description, flags=re.IGNORECASE):
+            return rule["sequence"]
+    return None
+
+
+def _scan_folder(folder: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    files = sorted(p for p in Path(folder).iterdir() if p.is_file())
+    return folder, [(str(f), inspect_dicom(str(f))) for f in files]
+
+
+def ingest(ctx: IngestContext) -> list[Case]:
+    spec = ctx.spec
+    cols = spec["columns"]
+    visits_by_ptid: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    csvs = ctx.find(spec["clinical_csv"])
+    if not csvs:
+        ctx.report.fail(".", "clinical_csv_missing", f"no file matching {spec['clinical_csv']}")
+    for csv_path in csvs:
+        ctx.report.inputs += 1
+        validators = {"exam_date": _date, "age": to_float, "education_years": to_float}
+        for row in read_csv_rows(ctx, csv_path, cols, spec["required"], validators):
+            if not PTID.match(row["subject_id"]):
+                ctx.report.fail(f"{ctx.rel_raw(csv_path)}:{row['_line']}", "csv_bad_row",
+                                f"PTID {row['subject_id'][:20]!r} is not NNN_S_NNNN")
+                continue
+            visits_by_ptid[row["subject_id"]].append(row)
+
+    # image folders: ADNI/<PTID>/<desc>/<stamp>/<image id>/
+    image_root = ctx.raw / "ADNI" if (ctx.raw / "ADNI").is_dir() else ctx.raw
+    folders: list[str] = []
+    for path in sorted(image_root.rglob("*")):
+        if path.is_file():
+            rel = path.relative_to(image_root).parts
+            if len(rel) != 5:
+                if path.suffix.lower() != ".csv":
+                    ctx.report.skip(ctx.rel_raw(path), "not_in_image_layout", "file outside <PTID>/<desc>/<date>/<id>/")
+                continue
+        elif path.is_dir() and len(path.relative_to(image_root).parts) == 4:
+            folders.append(str(path))
+    series_by_ptid: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for folder, results in pmap(_scan_folder, folders, workers=ctx.workers, scheduler=ctx.scheduler):
+        fpath = Path(folder)
+        ptid, desc, stamp, image_id = fpath.relative_to(image_root).parts
+        good: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+        for f, info in results:
+            ctx.report.inputs += 1
+            rel = ctx.rel_raw(Path(f))
+            if not info["ok"]:
+                ctx.report.fail(rel, info["reason"], info["detail"])
+                continue
+            good[info["series_uid"]].append((f, info))
+        m = STAMP.match(stamp)
+        for uid, members in sorted(good.items()):
+            first = members[0][1]
+            acq = _date(m.group(1)) if m else (
+                datetime.strptime(first["study_date"], "%Y%m%d").date() if first["study_date"] else None
+            )
+            series_by_ptid[ptid].append({
+                "image_id": image_id, "uid": uid, "description": desc.replace("_", " "),
+                "date": acq, "files": [f for f, _ in members], "modality": first["modality"] or "MR",
+            })
+
+    cases = []
+    for ptid in sorted(set(visits_by_ptid) | set(series_by_ptid)):
+        cases.append(_build_case(ctx, ptid, visits_by_ptid.get(ptid, []), series_by_ptid.get(ptid, [])))
+    return cases
+
+
+def _build_case(ctx: IngestContext, ptid: str, rows: list[dict[str, Any]], series: list[dict[str, Any]]) -> Case:
+    spec = ctx.spec
+    case_id = ctx.case_id(ptid)
+    rows = sorted(rows, key=lambda r: r["exam_date"])
+    baseline = next((r for r in rows if r["visit"] == "bl"), rows[0] if rows else None)
+    visits: list[Visit] = []
+    for r in rows:
+        dx = spec["diagnosis"].get(r.get("diagnosis") or "", None)
+        visits.append(Visit(
+            visit_id=r["visit"],
+            days_from_baseline=(r["exam_date"] - baseline["exam_date"]).days if baseline else None,
+            diagnosis=dx,
+            scores=numeric_scores(r["_raw"], spec["scores"]),
+        ))
+    window = int(spec["visit_match_window_days"])
+    unmatched: dict[str, Visit] = {}
+    for s in sorted(series, key=lambda s: (s["date"] or date.min, s["image_id"])):
+        best, best_gap = None, window + 1
+        for r, v in zip(rows, visits, strict=True):
+            if s["date"] is not None:
+                gap = abs((r["exam_date"] - s["date"]).days)
+                if gap < best_gap:
+                    best, best_gap = v, gap
+        if best is None:
+            key = s["date"].isoformat() if s["date"] else "undated"
+            if key not in unmatched:
+                days = (s["date"] - baseline["exam_date"]).days if (baseline and s["date"]) else None
+                unmatched[key] = Visit(visit_id=f"unmatched-{len(unmatched) + 1}", days_from_baseline=days)
+            best = unmatched[key]
+            ctx.report.counts["series_without_visit"] += 1
+        files = [ctx.store(Path(f), case_id, f"{s['image_id']}/{Path(f).name}") for f in s["files"]]
+        best.series.append(Series(
+            series_id=s["image_id"], modality=s["modality"], format="dicom",
+            sequence=_seq(s["description"], spec), description=s["description"], files=files,
+        ))
+    visits.extend(unmatched.values())
+    last_dx = next((v.diagnosis for v in reversed(visits) if v.diagnosis), None)
+    patient = Patient()
+    ehr: dict[str, float | str | None] = {}
+    if baseline:
+        sex = spec["sex"].get(baseline.get("sex") or "", None)
+        patient = Patient.with_age(baseline.get("age"), sex=sex, education_years=baseline.get("education_years"),
+                                   ethnicity=baseline.get("ethnicity"))
+        ehr = numeric_scores(baseline["_raw"], spec["scores"])
+        ehr["DX_bl"] = (baseline["_raw"].get("DX_bl") or None)
+    return Case(
+        case_id=case_id, source=SourceName.adni, license=spec["license"], attribution=spec["attribution"],
+        patient=patient, ehr=ehr, visits=visits, diagnosis=Diagnosis(primary=last_dx),
+        provenance=Provenance(source_paths=sorted({_digest(ptid)})),
+    )
+
+
+def _seq(desc: str, spec: dict[str, Any]) -> str | None:
+    return sequence_for(desc, spec["sequences"])
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,166 @@
+"""What every ingestor shares: its spec file, CSV reading with row quarantine, file copying."""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from curation.errors import ParamsError
+from curation.records import copy_file, pseudonym
+from curation.report import Report
+from curation.schema import Case
+
+
+def load_spec(source: str) -> dict[str, Any]:
+    text = resources.files("curation.ingest").joinpath("specs", f"{source}.yaml").read_text()
+    spec = yaml.safe_load(text)
+    if not isinstance(spec, dict):
+        raise ParamsError("spec is not a mapping", f"curation/ingest/specs/{source}.yaml")
+    return spec
+
+
+def relpath(path: str | os.PathLike[str]) -> str:
+    """Paths in records are relative to the project root (the working directory of `dvc repro`)."""
+    p = Path(os.path.abspath(path))
+    try:
+        return p.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+def path_digest(rel: str) -> str:
+    return hashlib.sha256(rel.encode()).hexdigest()[:16]
+
+
+@dataclass
+class IngestContext:
+    """One ingest run: raw folder, the staging folder being written, and where it will live."""
+
+    source: str
+    raw: Path
+    staging: Path
+    final: Path
+    report: Report
+    spec: dict[str, Any]
+    workers: int = 1
+    scheduler: str | None = None
+    copy_files: bool = True
+    id_map: list[dict[str, str]] = field(default_factory=list)
+
+    def case_id(self, source_id: str) -> str:
+        cid = pseudonym(self.source, source_id)
+        self.id_map.append({"case_id": cid, "source": self.source, "source_id": source_id})
+        return cid
+
+    def rel_raw(self, path: Path) -> str:
+        return path.relative_to(self.raw).as_posix()
+
+    def store(self, src: Path, case_id: str, name: str) -> str:
+        """Copy a source file into the stage output; returns its project-relative final path."""
+        dst_rel = Path("files") / case_id / name
+        if self.copy_files:
+            copy_file(src, self.staging / dst_rel)
+            return relpath(self.final / dst_rel)
+        return relpath(src)
+
+    def find(self, pattern: str) -> list[Path]:
+        return sorted(p for p in self.raw.rglob("*") if p.is_file() and fnmatch.fnmatch(p.name, pattern))
+
+
+def read_csv_rows(
+    ctx: IngestContext,
+    path: Path,
+    columns: dict[str, str],
+    required: list[str],
+    validators: dict[str, Callable[[str], Any]] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Yield rows renamed to field names; rows with missing/malformed required fields are quarantined.
+
+    A file that lacks a required column is quarantined whole (reason ``csv_missing_column``).
+    """
+    rel = ctx.rel_raw(path)
+    validators = validators or {}
+    try:
+        fh = path.open(newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        ctx.report.fail(rel, "unreadable", str(exc))
+        return
+    with fh:
+        try:
+            reader = csv.DictReader(fh)
+            header = reader.fieldnames or []
+        except (csv.Error, UnicodeDecodeError) as exc:
+            ctx.report.fail(rel, "csv_malformed", str(exc))
+            return
+        missing = [columns[f] for f in required if columns.get(f) not in header]
+        if missing:
+            ctx.report.fail(rel, "csv_missing_column", f"missing required column(s): {', '.join(missing)}")
+            return
+        line = 1
+        try:
+            for raw_row in reader:
+                line += 1
+                row: dict[str, Any] = {"_raw": raw_row, "_line": line}
+                problem = None
+                for fname, col in columns.items():
+                    value = (raw_row.get(col) or "").strip()
+                    if value in ("", "NA", "N/A", "nan", "-4", "-1") and fname != "visit":
+                        value = ""
+                    if not value:
+                        if fname in required:
+                            problem = f"column {col} is empty"
+                            break
+                        row[fname] = None
+                        continue
+                    conv = validators.get(fname)
+                    if conv is not None:
+                        try:
+                            row[fname] = conv(value)
+                        except (ValueError, TypeError):
+                            if fname in required:
+                                problem = f"column {col} has malformed value {value[:30]!r}"
+                                break
+                            row[fname] = None
+                            ctx.report.counts["csv_malformed_optional_values"] += 1
+                            continue
+                    else:
+                        row[fname] = value
+                if problem:
+                    ctx.report.fail(f"{rel}:{line}", "csv_bad_row", problem)
+                    continue
+                yield row
+        except (csv.Error, UnicodeDecodeError) as exc:
+            ctx.report.fail(f"{rel}:{line}", "csv_malformed", str(exc))
+
+
+def to_float(value: str) -> float:
+    f = float(value)
+    if f != f:  # NaN
+        raise ValueError("nan")
+    return f
+
+
+def numeric_scores(raw_row: dict[str, str], names: list[str]) -> dict[str, float | str | None]:
+    out: dict[str, float | str | None] = {}
+    for name in names:
+        value = (raw_row.get(name) or "").strip()
+        if not value:
+            continue
+        try:
+            out[name] = to_float(value)
+        except ValueError:
+            continue
+    return out
+
+
+def finish_cases(cases: list[Case]) -> list[Case]:
+    return sorted(cases, key=lambda c: c.case_id)

@@ -1,0 +1,161 @@
+"""Journal case reports as PMC Open Access JATS XML (one article a file, or an ``<articles>`` set)."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from curation.ingest.base import IngestContext, path_digest
+from curation.schema import Case, Figure, Provenance, Publication, SourceName
+
+XLINK = "{http://www.w3.org/1999/xlink}href"
+CC = re.compile(r"\bCC[- ]BY(?:[- ](?:NC|SA|ND))*(?:[- ]\d\.\d)?\b", re.IGNORECASE)
+CC_URL = re.compile(r"creativecommons\.org/licenses/([a-z-]+)/(\d\.\d)", re.IGNORECASE)
+
+
+def _text(el: ET.Element | None) -> str:
+    if el is None:
+        return ""
+    return " ".join("".join(el.itertext()).split())
+
+
+def ingest(ctx: IngestContext) -> list[Case]:
+    cases = []
+    exts = set(ctx.spec["graphic_extensions"])
+    for path in sorted(ctx.raw.rglob("*")):
+        if not path.is_file():
+            continue
+        rel = ctx.rel_raw(path)
+        if path.suffix.lower() in exts:
+            continue  # figures are read through their articles
+        if path.suffix.lower() not in (".xml", ".nxml"):
+            ctx.report.skip(rel, "not_jats", "not an .xml/.nxml file")
+            continue
+        ctx.report.inputs += 1
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError as exc:
+            ctx.report.fail(rel, "xml_invalid", str(exc))
+            continue
+        articles = [root] if root.tag == "article" else root.findall("article")
+        if not articles:
+            ctx.report.fail(rel, "xml_not_jats", f"root element <{root.tag}> holds no <article>")
+            continue
+        for n, article in enumerate(articles):
+            where = rel if len(articles) == 1 else f"{rel}#article{n + 1}"
+            kind = article.get("article-type", "")
+            if kind not in ctx.spec["keep_article_types"]:
+                ctx.report.skip(where, "not_case_report", f"article-type={kind or 'missing'}")
+                continue
+            case = _case(ctx, path, where, article)
+            if case is not None:
+                cases.append(case)
+    return cases
+
+
+def _license(article: ET.Element, default: str) -> str:
+    lic = article.find(".//permissions/license")
+    if lic is None:
+        return default
+    href = lic.get(XLINK) or ""
+    for ref in lic.iter():
+        if ref.tag.endswith("license_ref"):
+            href = href or _text(ref)
+    text = _text(lic)
+    m = CC_URL.search(href) or CC_URL.search(text)
+    if m:
+        return f"CC {m.group(1).upper()} {m.group(2)}"
+    if "creative commons attribution" in text.lower():
+        low = text.lower()
+        parts = ["BY"] + [code for word, code in (("noncommercial", "NC"), ("noderiv", "ND"), ("sharealike", "SA"))
+                          if word in low.replace("-", "")]
+        ver = re.search(r"\b(\d\.\d)\b", text)
+        return "CC " + "-".join(parts) + (f" {ver.group(1)}" if ver else "")
+    m2 = CC.search(text)
+    if m2:
+        return m2.group(0).upper().replace(" ", "-").replace("CC-", "CC ")
+    return _text(lic)[:200] or default
+
+
+def _case_section(article: ET.Element, spec: dict[str, Any]) -> list[ET.Element]:
+    title_re = re.compile(spec["case_title_pattern"], re.IGNORECASE)
+    wanted = {s.lower() for s in spec["case_sec_types"]}
+    body = article.find("body")
+    if body is None:
+        return []
+    found = []
+    for sec in body.iter("sec"):
+        if (sec.get("sec-type") or "").lower() in wanted or title_re.match(_text(sec.find("title"))):
+            found.append(sec)
+    return found
+
+
+def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Case | None:
+    spec = ctx.spec
+    meta = article.find("front/article-meta")
+    ids = {i.get("pub-id-type"): _text(i) for i in (meta.findall("article-id") if meta is not None else [])}
+    pmcid = ids.get("pmcid") or ids.get("pmc")
+    if pmcid and not pmcid.upper().startswith("PMC"):
+        pmcid = f"PMC{pmcid}"
+    doi = ids.get("doi")
+    key = pmcid or doi or where
+    case_id = ctx.case_id(key)
+    title = _text(article.find("front/article-meta/title-group/article-title"))
+    journal = _text(article.find("front/journal-meta/journal-title-group/journal-title")) or _text(
+        article.find("front/journal-meta/journal-id"))
+    authors = []
+    for c in article.findall("front/article-meta/contrib-group/contrib"):
+        if c.get("contrib-type") == "author":
+            name = c.find("name")
+            if name is not None:
+                authors.append(f"{_text(name.find('given-names'))} {_text(name.find('surname'))}".strip())
+    secs = _case_section(article, spec)
+    if not secs:
+        ctx.report.counts["case_section_not_found"] += 1
+    # caption text is kept with its figure, not in the presentation
+    presentation = "\n\n".join(
+        "\n\n".join(_text(p) for p in sec.findall("p")) for sec in secs
+    )
+    discussion = "\n\n".join(
+        "\n\n".join(_text(p) for p in sec.findall("p"))
+        for sec in (article.find("body").iter("sec") if article.find("body") is not None else [])
+        if re.match(r"\s*discussion", _text(sec.find("title")), re.IGNORECASE) or sec.get("sec-type") == "discussion"
+    )
+    abstract = _text(article.find("front/article-meta/abstract"))
+    figures = []
+    for n, fig in enumerate(article.iter("fig")):
+        fig_id = fig.get("id") or f"fig{n + 1}"
+        graphic = fig.find(".//graphic")
+        href = graphic.get(XLINK) if graphic is not None else None
+        fig_path = _resolve(path.parent, href, spec["graphic_extensions"]) if href else None
+        label = _text(fig.find("label")) or None
+        caption = _text(fig.find("caption"))
+        if fig_path is None:
+            ctx.report.incomplete(f"{ctx.rel_raw(path.parent / (href or fig_id)) if href else where + '#' + fig_id}",
+                            "figure_missing", f"{fig_id} in {where}: graphic {href or 'not given'} not found next to the XML")
+            figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True))
+            continue
+        stored = ctx.store(fig_path, case_id, f"{fig_id}{fig_path.suffix.lower()}")
+        figures.append(Figure(figure_id=fig_id, label=label, caption=caption, path=stored))
+    return Case(
+        case_id=case_id, source=SourceName.case_reports, license=_license(article, spec["default_license"]),
+        attribution=f"{', '.join(authors) or 'the authors'}. {title}. {journal}. doi:{doi}" if doi else f"{title}. {journal}.",
+        publication=Publication(title=title or None, journal=journal or None, doi=doi, pmcid=pmcid, authors=authors,
+                                url=f"https://doi.org/{doi}" if doi else None),
+        title=title or None, history=abstract, presentation=presentation, notes=discussion, figures=figures,
+        provenance=Provenance(source_paths=[path_digest(where)]),
+    )
+
+
+def _resolve(folder: Path, href: str, exts: list[str]) -> Path | None:
+    candidate = folder / href
+    if candidate.suffix and candidate.is_file():
+        return candidate
+    for ext in exts:
+        for variant in (ext, ext.upper()):
+            p = folder / f"{href}{variant}"
+            if p.is_file():
+                return p
+    return None

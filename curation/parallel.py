@@ -1,0 +1,54 @@
+"""Map a pure per-file function locally (processes) or on a Dask cluster, keeping input order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from typing import TypeVar
+
+from curation.errors import ServiceError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def pmap(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    *,
+    workers: int = 1,
+    scheduler: str | None = None,
+    chunksize: int = 1,
+) -> Iterator[R]:
+    """Results come back in input order, so outputs stay deterministic whatever the executor.
+
+    ``scheduler`` is a Dask address (``tcp://host:8786``) or a ``distributed.Client``; ``workers``
+    > 1 uses local processes; otherwise work runs in this process.
+    """
+    if scheduler is not None:
+        yield from _dask_map(fn, items, scheduler)
+        return
+    if workers <= 1:
+        for item in items:
+            yield fn(item)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        yield from pool.map(fn, items, chunksize=chunksize)
+
+
+def _dask_map(fn: Callable[[T], R], items: Iterable[T], scheduler: object) -> Iterator[R]:
+    from distributed import Client
+
+    own = not isinstance(scheduler, Client)
+    try:
+        client = Client(scheduler, timeout=20) if own else scheduler
+    except (OSError, TimeoutError) as exc:
+        raise ServiceError(f"cannot reach Dask scheduler {scheduler}: {exc}") from None
+    try:
+        batch = list(items)
+        futures = client.map(fn, batch, pure=False)  # type: ignore[union-attr]
+        for fut in futures:
+            yield fut.result()
+    finally:
+        if own:
+            client.close()  # type: ignore[union-attr]

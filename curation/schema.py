@@ -1,0 +1,259 @@
+"""The data model: every record a stage reads or writes is one of these."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1.0.0"
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+class SourceName(StrEnum):
+    adni = "adni"
+    oasis1 = "oasis1"
+    oasis3 = "oasis3"
+    radiopaedia = "radiopaedia"
+    case_reports = "case-reports"
+
+
+class TaskType(StrEnum):
+    direct_diagnosis = "direct_diagnosis"
+    differential_diagnosis = "differential_diagnosis"
+    lesion_recognition = "lesion_recognition"
+    localization = "localization"
+    sequence_identification = "sequence_identification"
+    temporal_progression = "temporal_progression"
+    causal_reasoning = "causal_reasoning"
+    multi_source_integration = "multi_source_integration"
+    rationale_generation = "rationale_generation"
+    next_step = "next_step"
+    multi_turn_dialogue = "multi_turn_dialogue"
+
+
+class ItemFormat(StrEnum):
+    mcq = "mcq"
+    open = "open"
+    multi_turn = "multi_turn"
+
+
+class VisualDim(StrEnum):
+    small_object = "small_object"
+    fine_detail = "fine_detail"
+    spatial = "spatial"
+
+
+class ReasoningDim(StrEnum):
+    temporal = "temporal"
+    causal = "causal"
+    long_tail = "long_tail"
+    multi_source = "multi_source"
+
+
+class Patient(Model):
+    age: int | None = Field(None, description="Years at baseline; ages of 90 and over are stored as 90.")
+    age_90_plus: bool = False
+    sex: Literal["F", "M", "O"] | None = None
+    education_years: float | None = None
+    handedness: Literal["R", "L", "A"] | None = None
+    ethnicity: str | None = None
+
+    @classmethod
+    def with_age(cls, age: float | None, **kw: Any) -> Patient:
+        if age is None:
+            return cls(**kw)
+        years = int(age)
+        return cls(age=min(years, 90), age_90_plus=years >= 90, **kw)
+
+
+class Step(Model):
+    """One processing step applied to a series, recorded for provenance (TorchIO-style history)."""
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    version: str = ""
+
+
+class Render(Model):
+    plane: Literal["axial", "coronal", "sagittal", "figure", "montage"]
+    slice_index: int | None = None
+    window: tuple[float, float] | None = None
+    path: str
+    role: Literal["mid", "key", "paired", "montage", "figure"] = "mid"
+
+
+class Series(Model):
+    series_id: str
+    modality: str = "MR"
+    sequence: str | None = None
+    description: str | None = None
+    format: Literal["dicom", "analyze", "nifti", "png", "jpeg"]
+    files: list[str] = Field(default_factory=list)
+    nifti: str | None = None
+    sidecar: dict[str, Any] = Field(default_factory=dict)
+    spacing: tuple[float, ...] | None = None
+    shape: tuple[int, ...] | None = None
+    orientation: str | None = None
+    renders: list[Render] = Field(default_factory=list)
+    qc: dict[str, Any] = Field(default_factory=dict)
+    provenance: list[Step] = Field(default_factory=list)
+
+
+class Visit(Model):
+    visit_id: str
+    days_from_baseline: int | None = None
+    diagnosis: str | None = None
+    scores: dict[str, float | str | None] = Field(default_factory=dict)
+    series: list[Series] = Field(default_factory=list)
+
+
+class Figure(Model):
+    figure_id: str
+    label: str | None = None
+    caption: str = ""
+    path: str | None = None
+    missing: bool = False
+    renders: list[Render] = Field(default_factory=list)
+    qc: dict[str, Any] = Field(default_factory=dict)
+
+
+class Finding(Model):
+    text: str
+    label: str
+    category: Literal["finding", "anatomy", "diagnosis", "sequence", "temporal"]
+    section: str | None = None
+    anatomy: str | None = None
+    laterality: Literal["left", "right", "bilateral"] | None = None
+    sequence: str | None = None
+    negated: bool = False
+    temporal: str | None = None
+    source_field: str | None = None
+    start: int | None = None
+    end: int | None = None
+
+
+class Diagnosis(Model):
+    primary: str | None = None
+    differential: list[str] = Field(default_factory=list)
+    certainty: str | None = None
+
+
+class Publication(Model):
+    title: str | None = None
+    journal: str | None = None
+    doi: str | None = None
+    pmcid: str | None = None
+    authors: list[str] = Field(default_factory=list)
+    url: str | None = None
+
+
+class Provenance(Model):
+    source_paths: list[str] = Field(default_factory=list, description="SHA-256 of source-relative paths")
+    stages: dict[str, str] = Field(default_factory=dict)
+
+
+class Case(Model):
+    schema_version: str = SCHEMA_VERSION
+    case_id: str
+    source: SourceName
+    license: str
+    attribution: str | None = None
+    publication: Publication | None = None
+    title: str | None = None
+    patient: Patient = Field(default_factory=Patient)
+    history: str = ""
+    presentation: str = ""
+    notes: str = ""
+    ehr: dict[str, float | str | None] = Field(default_factory=dict)
+    visits: list[Visit] = Field(default_factory=list)
+    figures: list[Figure] = Field(default_factory=list)
+    diagnosis: Diagnosis = Field(default_factory=Diagnosis)
+    findings: list[Finding] = Field(default_factory=list)
+    provenance: Provenance = Field(default_factory=Provenance)
+
+    def all_series(self) -> list[Series]:
+        return [s for v in self.visits for s in v.series]
+
+
+class Generator(Model):
+    kind: Literal["template", "llm"]
+    template_id: str | None = None
+    template_version: str | None = None
+    model: str | None = None
+    prompt_hash: str | None = None
+    seed: int | None = None
+
+
+class ReviewDecision(Model):
+    reviewer: str
+    verdict: Literal["accept", "accept_with_edits", "reject"]
+    reject_reason: str | None = None
+    edits: dict[str, Any] = Field(default_factory=dict)
+    difficulty: int | None = None
+    comment: str | None = None
+
+
+class Review(Model):
+    decisions: list[ReviewDecision] = Field(default_factory=list)
+    final_verdict: Literal["accept", "accept_with_edits", "reject"] | None = None
+    adjudicated: bool = False
+    agreement: float | None = None
+
+
+class Turn(Model):
+    role: Literal["clinician", "model", "patient"]
+    text: str
+
+
+class Item(Model):
+    schema_version: str = SCHEMA_VERSION
+    item_id: str
+    case_id: str
+    source: SourceName
+    task_type: TaskType
+    format: ItemFormat
+    question: str
+    options: list[str] = Field(default_factory=list)
+    answer: str
+    answer_index: int | None = None
+    reference_answer: str | None = None
+    rationale: str | None = None
+    turns: list[Turn] = Field(default_factory=list)
+    images: list[str] = Field(default_factory=list)
+    context: str = ""
+    visual_dims: list[VisualDim] = Field(default_factory=list)
+    reasoning_dims: list[ReasoningDim] = Field(default_factory=list)
+    template_id: str | None = None
+    facts: dict[str, Any] = Field(default_factory=dict)
+    generator: Generator
+    difficulty: str | None = None
+    quality: dict[str, Any] = Field(default_factory=dict)
+    review: Review | None = None
+    split: str | None = None
+    license: str = ""
+    attribution: str | None = None
+    status: Literal["draft", "kept", "rejected", "reviewed", "unreviewed", "released"] = "draft"
+
+
+class ReleaseManifest(Model):
+    schema_version: str = SCHEMA_VERSION
+    name: str
+    version: str
+    created_from: dict[str, str | None]
+    counts: dict[str, dict[str, int]]
+    files: dict[str, str]
+    canary: str
+    licenses: dict[str, int]
+    reviewed_items: int
+    unreviewed_items: int
+
+
+EXPORTED_MODELS: dict[str, type[BaseModel]] = {
+    m.__name__: m
+    for m in (Case, Visit, Series, Figure, Finding, Item, Review, ReleaseManifest)
+}

@@ -1,0 +1,1 @@
+"""Question generation: case facts, tagged templates, knowledge-table distractors."""

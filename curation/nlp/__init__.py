@@ -1,0 +1,1 @@
+"""Clinical text extraction: sections, findings with anatomy/laterality/sequence/negation, time, diagnosis."""

@@ -1,0 +1,1 @@
+"""Frozen, checksummed releases: Parquet via datasets, images, dataset card, manifest; verify."""

@@ -1,0 +1,171 @@
+"""The ``release`` stage: build ``NAME-VERSION/`` once; an existing different version is never overwritten."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from curation.errors import InputError, VerificationError
+from curation.params import ReleaseParams
+from curation.records import read_jsonl, sha256_file, staged_dir, write_json, write_text
+from curation.release.card import render_card
+from curation.report import Report
+from curation.schema import Item, ReleaseManifest
+
+MANIFEST = "manifest.json"
+
+
+def _git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=False)
+        return out.stdout.strip() or None
+    except OSError:
+        return None
+
+
+def _hash_file(path: Path) -> str | None:
+    return sha256_file(path) if path.exists() else None
+
+
+def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Report) -> list[dict[str, Any]]:
+    rows = []
+    for item in items:
+        mode = params.redistribution.get(item.source.value, "pixels")
+        if mode == "exclude":
+            report.counts[f"excluded_by_licence:{item.source.value}"] += 1
+            continue
+        image_files, refs = [], []
+        for n, img in enumerate(item.images):
+            name = f"{item.item_id}_{n}.png"
+            if mode == "pixels":
+                shutil.copyfile(img, images_dir / name)
+                image_files.append(name)
+            else:
+                refs.append(f"{item.case_id}/{Path(img).parent.name}/{Path(img).name}")
+        report.counts[f"redistribution:{mode}"] += 1
+        rows.append({
+            "item_id": item.item_id, "case_id": item.case_id, "split": item.split or "test",
+            "task_type": item.task_type.value, "format": item.format.value, "question": item.question,
+            "context": item.context, "options": item.options, "answer": item.answer,
+            "answer_index": item.answer_index, "reference_answer": item.reference_answer or "",
+            "rationale": item.rationale or "", "turns": json.dumps([t.model_dump() for t in item.turns]),
+            "image_files": image_files, "image_refs": refs, "visual_dims": [d.value for d in item.visual_dims],
+            "reasoning_dims": [d.value for d in item.reasoning_dims], "template_id": item.template_id or "",
+            "difficulty": item.difficulty or "", "review_status": item.status,
+            "review_verdict": (item.review.final_verdict if item.review else None) or "", "source": item.source.value,
+            "license": item.license, "attribution": item.attribution or "",
+        })
+    return rows
+
+
+def _write_parquet(rows: list[dict[str, Any]], root: Path) -> list[str]:
+    """One Parquet file per split, written with `datasets`, images embedded as bytes."""
+    from datasets import Dataset, Features, Image, Sequence, Value
+
+    features = Features({
+        "item_id": Value("string"), "case_id": Value("string"), "task_type": Value("string"),
+        "format": Value("string"), "question": Value("string"), "context": Value("string"),
+        "options": Sequence(Value("string")), "answer": Value("string"), "answer_index": Value("int32"),
+        "reference_answer": Value("string"), "rationale": Value("string"), "turns": Value("string"),
+        "images": Sequence(Image()), "image_refs": Sequence(Value("string")),
+        "visual_dims": Sequence(Value("string")), "reasoning_dims": Sequence(Value("string")),
+        "template_id": Value("string"), "difficulty": Value("string"), "review_status": Value("string"),
+        "review_verdict": Value("string"), "source": Value("string"), "license": Value("string"),
+        "attribution": Value("string"),
+    })
+    written = []
+    for split in sorted({r["split"] for r in rows}):
+        part = [r for r in rows if r["split"] == split]
+        cols: dict[str, list[Any]] = {k: [] for k in features}
+        for r in part:
+            for k in features:
+                if k == "images":
+                    cols[k].append([{"bytes": (root / "images" / f).read_bytes(), "path": f} for f in r["image_files"]])
+                else:
+                    cols[k].append(r[k])
+        ds = Dataset.from_dict(cols, features=features)
+        rel = f"data/{split}-00000-of-00001.parquet"
+        (root / "data").mkdir(parents=True, exist_ok=True)
+        ds.to_parquet(str(root / rel))
+        written.append(rel)
+    return written
+
+
+def _tree_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(x for x in root.rglob("*") if x.is_file() and x.name != MANIFEST):
+        h.update(p.relative_to(root).as_posix().encode())
+        h.update(sha256_file(p).encode())
+    return h.hexdigest()
+
+
+def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | None = None,
+        params_file: Path = Path("params.yaml"), lock_file: Path = Path("dvc.lock")) -> Report:
+    from curation.deid.verify import verify_dir
+
+    src, releases = Path(src), Path(releases)
+    if not (src / "items.jsonl").exists():
+        raise InputError("no items.jsonl (run the review stage first)", src)
+    name = f"{params.name}-{params.version}"
+    dst = releases / name
+    report = Report(stage="release")
+    items = sorted(read_jsonl(src / "items.jsonl", Item), key=lambda i: i.item_id)
+    report.inputs = len(items)
+    unreviewed = [i for i in items if i.status != "reviewed"]
+    if params.require_review and unreviewed:
+        raise VerificationError(f"{len(unreviewed)} items lack expert review and release.require_review is true")
+    staging_parent = releases / f".{name}.building"
+    shutil.rmtree(staging_parent, ignore_errors=True)
+    with staged_dir(staging_parent) as staging:
+        (staging / "images").mkdir(parents=True)
+        rows = _rows(items, params, staging / "images", report)
+        files = _write_parquet(rows, staging)
+        counts: dict[str, dict[str, int]] = {
+            "split": dict(sorted(Counter(r["split"] for r in rows).items())),
+            "task_type": dict(sorted(Counter(r["task_type"] for r in rows).items())),
+            "format": dict(sorted(Counter(r["format"] for r in rows).items())),
+            "visual_dim": dict(sorted(Counter(d for r in rows for d in r["visual_dims"]).items())),
+            "reasoning_dim": dict(sorted(Counter(d for r in rows for d in r["reasoning_dims"]).items())),
+            "source": dict(sorted(Counter(r["source"] for r in rows).items())),
+            "review_status": dict(sorted(Counter(r["review_status"] for r in rows).items())),
+        }
+        write_text(staging / "canary.txt", params.canary + "\n")
+        write_text(staging / "README.md", render_card(params, name, rows, counts, files))
+        findings = verify_dir(staging)
+        if findings:
+            report.metrics["deid_findings"] = [f.line() for f in findings[:50]]
+            report.write(report_path)
+            raise VerificationError(f"de-identification verifier found {len(findings)} residual identifier(s); "
+                                    f"first: {findings[0].line()}")
+        sums = {p.relative_to(staging).as_posix(): sha256_file(p)
+                for p in sorted(x for x in staging.rglob("*") if x.is_file())}
+        manifest = ReleaseManifest(
+            name=params.name, version=params.version,
+            created_from={"git_revision": _git_revision(), "dvc_lock_sha256": _hash_file(lock_file),
+                          "params_sha256": _hash_file(params_file)},
+            counts=counts, files=sums, canary=params.canary,
+            licenses=dict(sorted(Counter(r["license"] for r in rows).items())),
+            reviewed_items=sum(r["review_status"] == "reviewed" for r in rows),
+            unreviewed_items=sum(r["review_status"] != "reviewed" for r in rows),
+        )
+        if dst.exists():
+            if not (dst / MANIFEST).exists() or _tree_digest(dst) != _tree_digest(staging):
+                raise VerificationError(f"release {name} already exists with different content; bump release.version",
+                                        dst)
+            report.counts["unchanged_existing_release"] = 1
+        write_json(staging / MANIFEST, manifest)
+        report.outputs = len(rows)
+    if dst.exists() and report.counts.get("unchanged_existing_release"):
+        shutil.rmtree(staging_parent, ignore_errors=True)
+    else:
+        os.replace(staging_parent, dst)
+    report.metrics["release"] = name
+    report.metrics["counts"] = counts
+    report.write(report_path)
+    return report

@@ -1,0 +1,1 @@
+"""Expert review: merging reviewers' decisions from a pinned annotation snapshot."""

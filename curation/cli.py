@@ -1,0 +1,353 @@
+"""``curate``: one subcommand per pipeline stage; each parses, calls run(), reports in one line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from curation.errors import CurationError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+app = typer.Typer(help="Build reviewed, versioned, frozen multimodal neurology reasoning benchmarks.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+deid_app = typer.Typer(help="De-identify DICOM, text and volumes; verify outputs.", no_args_is_help=True)
+imaging_app = typer.Typer(help="Convert and render images outside the pipeline.", no_args_is_help=True)
+review_app = typer.Typer(help="Expert review: merge a pinned annotation snapshot.", no_args_is_help=True)
+release_app = typer.Typer(help="Build and verify frozen releases.", no_args_is_help=True)
+schema_app = typer.Typer(help="Data model utilities.", no_args_is_help=True)
+app.add_typer(deid_app, name="deid")
+app.add_typer(imaging_app, name="imaging")
+app.add_typer(review_app, name="review")
+app.add_typer(release_app, name="release")
+app.add_typer(schema_app, name="schema")
+
+ParamsOpt = Annotated[Path, typer.Option("--params", help="params.yaml to read this stage's section from.")]
+ReportOpt = Annotated[Path | None, typer.Option("--report", help="Write the stage report (JSON metrics) here.")]
+WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Local worker processes.")]
+SchedulerOpt = Annotated[str | None, typer.Option("--scheduler", help="Dask scheduler address, e.g. tcp://host:8786.")]
+
+
+def _err(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+
+
+def clean_errors(fn: F) -> F:
+    """Library errors become one line on stderr and a non-zero exit code, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except CurationError as exc:
+            _err(str(exc))
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            _err("interrupted")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _section(params: Path, name: str) -> Any:
+    from curation.params import load_params
+
+    return getattr(load_params(params), name)
+
+
+def _done(report: Any) -> None:
+    typer.echo(report.summary())
+
+
+@app.command()
+@clean_errors
+def ingest(
+    source: Annotated[str, typer.Argument(help="adni | oasis1 | oasis3 | radiopaedia | case-reports")],
+    raw_dir: Annotated[Path, typer.Argument(help="The source's download folder.")],
+    out_dir: Annotated[Path, typer.Argument(help="Where cases.jsonl, quarantine.jsonl and files/ go.")],
+    params: ParamsOpt = Path("params.yaml"),
+    report: ReportOpt = None,
+    workers: WorkersOpt = 1,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """Turn one source's download tree into Case records (bad inputs are quarantined with a reason)."""
+    from curation.ingest import run
+
+    _done(run(_section(params, "ingest"), source, raw_dir, out_dir, workers=workers, scheduler=scheduler,
+              report_path=report))
+
+
+@deid_app.command("run")
+@clean_errors
+def deid_run(
+    in_dir: Annotated[Path, typer.Argument(help="Folder of ingested sources (each with cases.jsonl).")],
+    out_dir: Annotated[Path, typer.Argument(help="De-identified cases, files, audit.jsonl, quarantine.jsonl.")],
+    params: ParamsOpt = Path("params.yaml"),
+    report: ReportOpt = None,
+    workers: WorkersOpt = 1,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """Pipeline stage: de-identify every ingested case (DICOM, volumes, sidecars, figures, text)."""
+    from curation.deid.stage import run
+
+    _done(run(_section(params, "deidentify"), in_dir, out_dir, workers=workers, scheduler=scheduler,
+              report_path=report))
+
+
+@deid_app.command("dicom")
+@clean_errors
+def deid_dicom(
+    in_dir: Annotated[Path, typer.Argument(help="Any folder of files.")],
+    out_dir: Annotated[Path, typer.Argument(help="De-identified files at the same relative paths.")],
+    params: ParamsOpt = Path("params.yaml"),
+    workers: WorkersOpt = 1,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """De-identify every DICOM file under IN_DIR (PS3.15 Annex E); others are listed in quarantine.jsonl."""
+    from curation.deid.stage import deid_dicom_dir
+
+    _done(deid_dicom_dir(_section(params, "deidentify").dicom, in_dir, out_dir, workers=workers,
+                         scheduler=scheduler))
+
+
+@deid_app.command("text")
+@clean_errors
+def deid_text(
+    src: Annotated[Path, typer.Argument(help="A .txt file or a folder of them.")],
+    out: Annotated[Path, typer.Argument(help="Output file or folder (mirrors SRC).")],
+    params: ParamsOpt = Path("params.yaml"),
+) -> None:
+    """Replace PHI in clinical text (names, dates, ids, contacts, addresses, ages over 89)."""
+    from curation.deid.stage import deid_text_path
+
+    _done(deid_text_path(_section(params, "deidentify").text, src, out))
+
+
+@deid_app.command("verify")
+@clean_errors
+def deid_verify(directory: Annotated[Path, typer.Argument(help="Folder of outputs to scan.")]) -> None:
+    """Scan outputs for residual identifiers; exits non-zero listing each finding."""
+    from curation.deid.verify import verify_dir
+
+    if not directory.is_dir():
+        _err(f"{directory}: not a folder")
+        raise typer.Exit(3)
+    findings = verify_dir(directory)
+    for f in findings:
+        typer.echo(f.line())
+    if findings:
+        _err(f"{len(findings)} residual identifier finding(s) in {directory}")
+        raise typer.Exit(6)
+    typer.echo(f"{directory}: no residual identifiers found")
+
+
+@imaging_app.command("convert")
+@clean_errors
+def imaging_convert(
+    src: Annotated[Path, typer.Argument(help="DICOM file or series folder, Analyze .hdr, or NIfTI.")],
+    out: Annotated[Path, typer.Argument(help="Output .nii.gz (canonical RAS+).")],
+) -> None:
+    """Convert one image or series to a canonical RAS+ NIfTI."""
+    import nibabel as nib
+
+    from curation.imaging.convert import convert_path
+
+    if not src.exists():
+        _err(f"{src}: does not exist")
+        raise typer.Exit(3)
+    try:
+        img, info = convert_path(src)
+    except Exception as exc:
+        _err(f"{src}: cannot convert ({type(exc).__name__}: {exc})")
+        raise typer.Exit(3) from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    nib.save(img, str(out))
+    typer.echo(f"{out}: shape {tuple(img.shape)}, orientation {info['orientation']}")
+
+
+@imaging_app.command("render")
+@clean_errors
+def imaging_render(
+    volume: Annotated[Path, typer.Argument(help="A NIfTI/Analyze volume.")],
+    out_dir: Annotated[Path, typer.Argument(help="Folder for PNG renders and renders.json.")],
+    params: ParamsOpt = Path("params.yaml"),
+) -> None:
+    """Render mid/key slices in three planes plus a montage, and list them in renders.json."""
+    from curation.imaging.normalize import process_series
+    from curation.records import write_json
+
+    fmt = "analyze" if volume.name.endswith(".hdr") else "nifti"
+    res = process_series({"format": fmt, "files": [str(volume)], "params": _section(params, "normalize"),
+                          "out_dir": str(out_dir), "final_dir": str(out_dir), "sequence": None})
+    if not res["ok"]:
+        _err(f"{volume}: {res['reason']} ({res['detail']})")
+        raise typer.Exit(3)
+    write_json(out_dir / "renders.json", res["renders"])
+    typer.echo(f"{out_dir}: {len(res['renders'])} renders")
+
+
+@app.command()
+@clean_errors
+def normalize(
+    in_dir: Annotated[Path, typer.Argument(help="De-identified stage output.")],
+    out_dir: Annotated[Path, typer.Argument(help="Canonical NIfTI, renders, qc.jsonl, contact sheet.")],
+    params: ParamsOpt = Path("params.yaml"),
+    report: ReportOpt = None,
+    workers: WorkersOpt = 1,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """Canonical RAS+ NIfTI, normalization, deterministic renders and QC for every series and figure."""
+    from curation.imaging.normalize import run
+
+    _done(run(_section(params, "normalize"), in_dir, out_dir, workers=workers, scheduler=scheduler,
+              report_path=report))
+
+
+@app.command()
+@clean_errors
+def extract(
+    in_dir: Annotated[Path, typer.Argument(help="Normalized stage output.")],
+    out_dir: Annotated[Path, typer.Argument(help="Cases with structured findings.")],
+    params: ParamsOpt = Path("params.yaml"),
+    report: ReportOpt = None,
+) -> None:
+    """Extract findings (anatomy, laterality, sequence, negation, time) and diagnoses from case text."""
+    from curation.nlp.extract import run
+
+    _done(run(_section(params, "extract"), in_dir, out_dir, report_path=report))
+
+
+@app.command()
+@clean_errors
+def generate(
+    in_dir: Annotated[Path, typer.Argument(help="Extracted cases.")],
+    out_dir: Annotated[Path, typer.Argument(help="Draft items.")],
+    params: ParamsOpt = Path("params.yaml"),
+    report: ReportOpt = None,
+) -> None:
+    """Generate tagged items from the template library and the knowledge tables."""
+    from curation.generate.stage import run
+
+    _done(run(_section(params, "generate"), in_dir, out_dir, report_path=report))
+
+
+@app.command("filter")
+@clean_errors
+def filter_(
+    in_dir: Annotated[Path, typer.Argument(help="Draft items.")],
+    out_dir: Annotated[Path, typer.Argument(help="Kept items (with splits) and rejected.jsonl.")],
+    params: ParamsOpt = Path("params.yaml"),
+    report: ReportOpt = None,
+) -> None:
+    """Quality gates (validity, leakage, duplicates) and patient-disjoint splits."""
+    from curation.quality.filter import run
+
+    _done(run(_section(params, "filter"), in_dir, out_dir, report_path=report))
+
+
+@review_app.command("merge")
+@clean_errors
+def review_merge(
+    in_dir: Annotated[Path, typer.Argument(help="Kept items.")],
+    annotations: Annotated[Path, typer.Argument(help="Pinned Label Studio JSON export.")],
+    out_dir: Annotated[Path, typer.Argument(help="Reviewed items.")],
+    params: ParamsOpt = Path("params.yaml"),
+    report: ReportOpt = None,
+) -> None:
+    """Apply reviewers' verdicts and edits; compute agreement."""
+    from curation.review.merge import run
+
+    _done(run(_section(params, "review"), in_dir, annotations, out_dir, report_path=report))
+
+
+@release_app.command("build")
+@clean_errors
+def release_build(
+    in_dir: Annotated[Path, typer.Argument(help="Reviewed items.")],
+    releases_dir: Annotated[Path, typer.Argument(help="Folder that holds NAME-VERSION/ releases.")],
+    params: ParamsOpt = Path("params.yaml"),
+    report: ReportOpt = None,
+) -> None:
+    """Build NAME-VERSION/ (Parquet, images, card, manifest); refuses to overwrite a different version."""
+    from curation.release.build import run
+
+    _done(run(_section(params, "release"), in_dir, releases_dir, report_path=report, params_file=params))
+
+
+@release_app.command("verify")
+@clean_errors
+def release_verify(
+    directory: Annotated[Path | None, typer.Argument(help="A release folder (default: the one params.yaml names).")] = None,
+    params: ParamsOpt = Path("params.yaml"),
+) -> None:
+    """Check checksums, manifest, canary and schema; non-zero exit on any problem."""
+    from curation.release.verify import verify_release
+
+    directory = directory or _configured_release(params)
+    problems = verify_release(directory)
+    for p in problems:
+        typer.echo(p)
+    if problems:
+        _err(f"{len(problems)} problem(s) in {directory}")
+        raise typer.Exit(6)
+    typer.echo(f"{directory}: verified")
+
+
+@release_app.command("show")
+@clean_errors
+def release_show(
+    directory: Annotated[Path | None, typer.Argument(help="A release folder (default: the one params.yaml names).")] = None,
+    params: ParamsOpt = Path("params.yaml"),
+) -> None:
+    """Print a release's location, item counts and review status from its manifest."""
+    from curation.records import read_json
+
+    directory = directory or _configured_release(params)
+    m = read_json(directory / "manifest.json")
+    typer.echo(f"{directory}: {m['name']} {m['version']}")
+    for key in ("split", "task_type", "source", "review_status"):
+        typer.echo(f"  {key}: " + ", ".join(f"{k}={v}" for k, v in m["counts"].get(key, {}).items()))
+    typer.echo(f"  expert-reviewed: {m['reviewed_items']}, not reviewed: {m['unreviewed_items']}")
+
+
+def _configured_release(params: Path) -> Path:
+    rel = _section(params, "release")
+    return Path("data/releases") / f"{rel.name}-{rel.version}"
+
+
+@schema_app.command("export")
+@clean_errors
+def schema_export(out_dir: Annotated[Path, typer.Argument(help="Folder for one JSON Schema per model.")]) -> None:
+    """Write the JSON Schema of every record type."""
+    from curation.records import write_text
+    from curation.schema import EXPORTED_MODELS
+
+    for name, model in EXPORTED_MODELS.items():
+        write_text(out_dir / f"{name}.schema.json", json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n")
+    typer.echo(f"{out_dir}: {len(EXPORTED_MODELS)} schemas")
+
+
+@app.command("demo-data")
+@clean_errors
+def demo_data(out_dir: Annotated[Path, typer.Argument(help="Raw folder to fill, e.g. data/raw.")]) -> None:
+    """Write the deterministic synthetic demo corpus (five sources, real layouts, fake PHI)."""
+    from curation.demo.corpus import write_demo_corpus
+
+    counts = write_demo_corpus(out_dir)
+    typer.echo(", ".join(f"{k}: {v} files" for k, v in counts.items()))
+
+
+def main() -> None:  # pragma: no cover
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    sys.exit(app())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -14,6 +14,7 @@ from curation.deid.files import HEADER_TEXT_FIELDS, SIDECAR_DEVICE, SIDECAR_KEEP
 from curation.deid.text import policy
 
 PSEUDONYM = re.compile(r"^(?:[a-z0-9]{2,8}-[0-9a-f]{12}|ANON-[0-9a-f]{12}|ANONYMIZED)$")
+DUMMIES = {"ANONYMIZED", "20000101", "000000", "20000101000000", "0", "000Y", "2.25.0"}
 TEXT_KINDS = ("MRN", "RECORD_ID", "TITLED_NAME", "STREET_ADDRESS", "AGE_OVER_89")
 NON_ISO_DATES = [0, 2, 3, 4]  # SPECIFIC_DATE patterns other than ISO yyyy-mm-dd (what de-identification writes)
 EXTRA = {
@@ -115,10 +116,13 @@ def _dicom(path: Path, rel: str) -> list[Finding]:
                 continue
             if rule is not None:
                 action = next((rule.options[o] for o in enabled if o in rule.options), rule.basic)
-                if action in ("X", "Z") or (action.startswith("X") and "U" not in action and "D" not in action):
-                    if not PSEUDONYM.match(text):
-                        out.append(Finding(rel, loc, f"{rule.name} should be removed (action {action})"))
-                        continue
+                if "U" in action or action in ("K", "C"):
+                    pass
+                elif "D" in action and (text in DUMMIES or PSEUDONYM.match(text)):
+                    pass
+                elif not PSEUDONYM.match(text):
+                    out.append(Finding(rel, loc, f"{rule.name} should be removed (action {action})"))
+                    continue
             if elem.VR in ("LO", "SH", "LT", "ST", "UT", "UC"):
                 for kind in scan_text(text):
                     out.append(Finding(rel, loc, f"identifier-like text ({kind})"))

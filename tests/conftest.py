@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+os.environ.setdefault("CURATION_SECRET", "test-secret-not-for-production")
+
+
+@pytest.fixture(scope="session")
+def demo_raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from curation.demo.corpus import write_demo_corpus
+
+    raw = tmp_path_factory.mktemp("raw")
+    write_demo_corpus(raw)
+    return raw
+
+
+@pytest.fixture
+def raw_copy(demo_raw: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "raw"
+    shutil.copytree(demo_raw, dst)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def pipeline(tmp_path_factory: pytest.TempPathFactory, demo_raw: Path) -> Path:
+    """Every stage through the library on the demo corpus, once per session; returns the work dir."""
+    from curation.deid.stage import run as deid
+    from curation.generate.stage import run as generate
+    from curation.imaging.normalize import run as normalize
+    from curation.ingest import run as ingest
+    from curation.nlp.extract import run as extract
+    from curation.params import load_params
+    from curation.quality.filter import run as filt
+    from curation.release.build import run as release
+    from curation.review.merge import run as review
+
+    work = tmp_path_factory.mktemp("work")
+    old = Path.cwd()
+    os.chdir(ROOT)
+    p = load_params(ROOT / "params.yaml")
+    p.generate.templates_dir = str(ROOT / p.generate.templates_dir)
+    p.generate.knowledge = str(ROOT / p.generate.knowledge)
+    p.extract.lexicon = str(ROOT / p.extract.lexicon)
+    os.chdir(work)
+    try:
+        for s in p.sources:
+            ingest(p.ingest, s, demo_raw / s, work / "ingest" / s)
+        deid(p.deidentify, work / "ingest", work / "deid")
+        normalize(p.normalize, work / "deid", work / "normalize")
+        extract(p.extract, work / "normalize", work / "extract")
+        generate(p.generate, work / "extract", work / "generate")
+        filt(p.filter, work / "generate", work / "filter")
+        review(p.review, work / "filter", work / "none.json", work / "review")
+        release(p.release, work / "review", work / "releases", params_file=ROOT / "params.yaml")
+    finally:
+        os.chdir(old)
+    return work

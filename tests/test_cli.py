@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+import typer
+from typer.testing import CliRunner
+
+from curation.cli import app
+
+runner = CliRunner()
+
+
+def _commands(group: Any, prefix: list[str]) -> list[list[str]]:
+    out = []
+    for name, cmd in group.commands.items():
+        out.append(prefix + [name])
+        if hasattr(cmd, "commands"):
+            out += _commands(cmd, prefix + [name])
+    return out
+
+
+def test_every_command_has_help() -> None:
+    root = typer.main.get_command(app)
+    commands = _commands(root, [])
+    assert len(commands) >= 18
+    for cmd in commands:
+        result = runner.invoke(app, [*cmd, "--help"])
+        assert result.exit_code == 0, (cmd, result.output)
+        assert "Usage" in result.output
+        assert (root.get_command(None, cmd[0]).help or "").strip(), cmd  # type: ignore[union-attr]
+
+
+def test_missing_input_is_one_line_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["ingest", "adni", str(tmp_path / "nope"), str(tmp_path / "out")])
+    assert result.exit_code == 3
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert lines == [f"error: {tmp_path / 'nope'}: raw folder does not exist or is not a folder"]
+    result = runner.invoke(app, ["ingest", "mimic", str(tmp_path), str(tmp_path / "out")])
+    assert result.exit_code == 3
+    assert "unknown source 'mimic'" in result.output
+
+
+def test_bad_params_is_one_line_error(tmp_path: Path) -> None:
+    bad = tmp_path / "params.yaml"
+    bad.write_text("ingest:\n  max_failure_rate: 7\n")
+    result = runner.invoke(app, ["ingest", "adni", str(tmp_path), str(tmp_path / "o"), "--params", str(bad)])
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: {bad}: ingest.max_failure_rate")

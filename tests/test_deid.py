@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import pydicom
+import pytest
+from pydicom.dataset import Dataset
+from pydicom.sequence import Sequence
+
+from curation.deid.dicom import deidentify_file, load_table
+from curation.deid.text import TextDeidentifier
+from curation.deid.verify import verify_dir
+from curation.params import DicomDeidParams, TextDeidParams
+
+PHI = ["FLANDERS", "BOUVIER", "VAN HOUTEN", "Evergreen", "HIBBERT", "RIVIERA", "SMITHERS", "Springfield",
+       "4410074", "4410511", "4410605", "541-555-0100"]
+
+
+def _series(raw: Path) -> list[Path]:
+    return sorted((raw / "adni" / "ADNI" / "033_S_0511").rglob("*.dcm"))
+
+
+def test_annex_e_table_is_complete() -> None:
+    table = load_table()
+    assert "2020" in table.edition
+    assert len(table.rules) > 400
+    assert table.rules[0x00100010].basic == "Z"  # Patient's Name
+    assert table.rules[0x00080018].basic == "U"  # SOP Instance UID
+    assert table.private is not None and table.private.basic == "X"
+
+
+def test_dicom_phi_removed_dates_shifted_uids_consistent(demo_raw: Path, tmp_path: Path) -> None:
+    files = _series(demo_raw)
+    bl = [f for f in files if "/MPRAGE/" in f.as_posix()]
+    outs = []
+    for f in bl[:3] + [f for f in bl if "2007" in f.as_posix()][:1]:
+        out = tmp_path / f.name
+        res = deidentify_file(str(f), str(out), DicomDeidParams(), b"k", "patient-1", "adni-aaaaaaaaaaaa")
+        assert res["ok"], res
+        outs.append((f, out))
+    for src, out in outs:
+        raw = out.read_bytes()
+        for token in PHI:
+            assert token.encode() not in raw, token
+        ds = pydicom.dcmread(out)
+        assert ds.PatientIdentityRemoved == "YES"
+        assert ds.PatientName == "adni-aaaaaaaaaaaa"
+        assert not any(e.tag.is_private for e in ds)
+        assert "113100" in {i.CodeValue for i in ds.DeidentificationMethodCodeSequence}
+    a, b = pydicom.dcmread(outs[0][1]), pydicom.dcmread(outs[1][1])
+    assert a.SeriesInstanceUID == b.SeriesInstanceUID != pydicom.dcmread(outs[0][0]).SeriesInstanceUID
+    assert a.file_meta.MediaStorageSOPInstanceUID == a.SOPInstanceUID
+    # intervals between visits are kept
+    src0, src1 = pydicom.dcmread(outs[0][0]), pydicom.dcmread(outs[3][0])
+    d0, d1 = pydicom.dcmread(outs[0][1]), pydicom.dcmread(outs[3][1])
+    days = lambda x, y: (datetime.strptime(y.StudyDate, "%Y%m%d") - datetime.strptime(x.StudyDate, "%Y%m%d")).days  # noqa: E731
+    assert days(src0, src1) == days(d0, d1) > 300
+    assert d0.StudyDate != src0.StudyDate
+
+
+def test_burned_in_and_junk_are_quarantined(demo_raw: Path, tmp_path: Path) -> None:
+    f = _series(demo_raw)[0]
+    ds = pydicom.dcmread(f)
+    ds.BurnedInAnnotation = "YES"
+    burned = tmp_path / "burned.dcm"
+    ds.save_as(burned)
+    assert deidentify_file(str(burned), str(tmp_path / "o1.dcm"), DicomDeidParams(), b"k", None, None)["reason"] \
+        == "burned_in_annotation"
+    junk = tmp_path / "junk.dcm"
+    junk.write_bytes(b"hello")
+    assert deidentify_file(str(junk), str(tmp_path / "o2.dcm"), DicomDeidParams(), b"k", None, None)["reason"] \
+        == "skipped:not_dicom"
+
+
+def test_verifier_catches_seeded_phi_everywhere(demo_raw: Path, tmp_path: Path) -> None:
+    src = _series(demo_raw)[0]
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    assert deidentify_file(str(src), str(clean / "a.dcm"), DicomDeidParams(), b"k", "p", "adni-aaaaaaaaaaaa")["ok"]
+    assert verify_dir(clean) == []
+    # seed identifiers: a table attribute, a nested sequence, a private tag, a note
+    ds = pydicom.dcmread(clean / "a.dcm")
+    ds.InstitutionName = "Springfield Memory Clinic"
+    nested = Dataset()
+    nested.ReferringPhysicianName = "HIBBERT^JULIUS"
+    ds.ReferencedStudySequence = Sequence([nested])
+    ds.private_block(0x0029, "LEAK", create=True).add_new(0x10, "LO", "x")
+    ds.save_as(clean / "a.dcm")
+    (clean / "note.txt").write_text("Seen by Dr. Julius Hibbert, MRN 4410511, phone 541-555-0100.")
+    kinds = {(f.path, f.kind) for f in verify_dir(clean)}
+    assert any(p == "a.dcm" and k.startswith("Institution Name should be removed") for p, k in kinds)
+    assert ("a.dcm", "person name present") in kinds
+    assert ("a.dcm", "private attribute present") in kinds
+    assert {("note.txt", "TITLED_NAME"), ("note.txt", "MRN"), ("note.txt", "PHONE")} <= kinds
+
+
+def test_verifier_finds_all_raw_demo_phi(demo_raw: Path, tmp_path: Path) -> None:
+    shutil.copytree(demo_raw / "oasis3", tmp_path / "o3")
+    kinds = {f.kind for f in verify_dir(tmp_path / "o3")}
+    assert "sidecar key outside the acquisition allowlist" in kinds
+    assert "free text in volume header" in kinds
+
+
+# A small annotated note set: each PHI span the de-identifier must remove, and clinical words it must keep.
+NOTES = [
+    ("Mr. Walter Bishop (MRN 22-781-443) was seen on January 5, 2021 with aphasia for 3 hours.",
+     ["Walter Bishop", "22-781-443", "January 5, 2021"], ["aphasia", "3 hours"]),
+    ("Ms. Clara Oswald, phone 503-555-0199, email clara.oswald@example.org, lives at 42 Wallaby Way, Portland.",
+     ["Clara Oswald", "503-555-0199", "clara.oswald@example.org", "42 Wallaby Way"], []),
+    ("His wife Amy reported two weeks of headache; DOB 04/11/1957.",
+     ["Amy", "04/11/1957"], ["two weeks of headache"]),
+    ("A 93-year-old woman with Alzheimer's disease and Dawson fingers on FLAIR; see http://hospital.example.org/r/77.",
+     ["93-year-old", "http://hospital.example.org/r/77"], ["Alzheimer's disease", "Dawson fingers", "FLAIR"]),
+    ("Referred by Dr. Nick Riviera on 14 March 2019; account number AC-99812; 3-month follow-up was stable.",
+     ["Nick Riviera", "14 March 2019", "AC-99812"], ["3-month follow-up"]),
+]
+
+
+def test_text_deid_recall_and_precision_on_annotated_notes() -> None:
+    tool = TextDeidentifier(TextDeidParams(), b"k")
+    phi_total = phi_removed = keep_total = keep_kept = 0
+    for text, phi, keep in NOTES:
+        out, _ = tool.deidentify(text, date_shift_days=30)
+        for p in phi:
+            phi_total += 1
+            phi_removed += p not in out
+        for k in keep:
+            keep_total += 1
+            keep_kept += k in out
+    recall = phi_removed / phi_total
+    precision_proxy = keep_kept / keep_total
+    assert recall == 1.0, recall
+    assert precision_proxy >= 0.8, precision_proxy
+
+
+def test_text_dates_shift_consistently() -> None:
+    tool = TextDeidentifier(TextDeidParams(), b"k")
+    out, _ = tool.deidentify("Seen on 2020-01-10 and again on 2020-01-20.", date_shift_days=100)
+    assert out == "Seen on 2019-10-02 and again on 2019-10-12."
+
+
+@pytest.mark.parametrize("field", ["presentation", "notes", "history"])
+def test_pipeline_deid_outputs_verify_clean(pipeline: Path, field: str) -> None:
+    text = (pipeline / "deid" / "cases.jsonl").read_text()
+    for token in ["Clara Oswald", "Rory Williams", "Walter Bishop", "8830215", "22-781-443", "Harvard Lane"]:
+        assert token not in text
+    assert verify_dir(pipeline / "deid") == []

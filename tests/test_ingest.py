@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from curation.ingest import run
+from curation.params import IngestParams
+from curation.records import read_jsonl
+from curation.schema import Case
+
+from .conftest import SHARED
+
+
+def _ingest(source: str, raw: Path, out: Path) -> tuple[list[Case], list[dict], dict]:
+    report = run(IngestParams(max_failure_rate=0.5), source, raw, out)
+    cases = list(read_jsonl(out / "cases.jsonl", Case))
+    quarantine = list(read_jsonl(out / "quarantine.jsonl"))
+    return cases, quarantine, report.as_dict()
+
+
+def test_adni_tree(demo_raw: Path, tmp_path: Path) -> None:
+    cases, quarantine, rep = _ingest("adni", demo_raw / "adni", tmp_path / "o")
+    assert len(cases) == 3
+    by_dx = {c.diagnosis.primary for c in cases}
+    assert by_dx == {"cognitively normal", "Alzheimer's disease dementia"}
+    case = next(c for c in cases if len(c.visits) == 2 and c.visits[1].diagnosis == "Alzheimer's disease dementia"
+                and c.visits[0].diagnosis == "mild cognitive impairment")
+    assert [v.visit_id for v in case.visits] == ["bl", "m12"]
+    assert case.visits[1].days_from_baseline == 365
+    assert {s.sequence for s in case.visits[0].series} == {"T1w", "FLAIR"}
+    assert all(len(s.files) == 64 for s in case.all_series())
+    # participant ids stay in the private map only
+    assert "_S_" not in (tmp_path / "o" / "cases.jsonl").read_text()
+    ids = [json.loads(x) for x in (tmp_path / "o" / "private" / "id_map.jsonl").read_text().splitlines()]
+    assert {r["source_id"] for r in ids} == {"027_S_0074", "033_S_0511", "126_S_0605"}
+    assert quarantine == [{"path": "ADNI/README.txt", "reason": "skipped:not_in_image_layout",
+                           "detail": "file outside <PTID>/<desc>/<date>/<id>/"}]
+    assert rep["failed"] == 0
+
+
+def test_adni_malformed_inputs_are_quarantined(raw_copy: Path, tmp_path: Path) -> None:
+    adni = raw_copy / "adni"
+    victim = sorted((adni / "ADNI" / "027_S_0074").rglob("*.dcm"))[5]
+    victim.write_bytes(victim.read_bytes()[:-3000])  # truncated pixel data
+    (victim.parent / "notes.dcm").write_bytes(b"\x00" * 128 + b"DICM" + b"garbage")
+    csv = adni / "ADNIMERGE.csv"
+    lines = csv.read_text().splitlines()
+    lines.append("9999,BAD_PTID,bl,bl,2006-01-01,CN,CN,70,Male,12,x,x,0,29,0,1,1,1,0,1,1,1,1,0")
+    lines.append("74,027_S_0074,m24,m24,not-a-date,CN,CN,70,Male,12,x,x,0,29,0,1,1,1,0,1,1,1,1,24")
+    csv.write_text("\n".join(lines) + "\n")
+    cases, quarantine, rep = _ingest("adni", adni, tmp_path / "o")
+    reasons = {(q["path"], q["reason"]) for q in quarantine}
+    rel = victim.relative_to(adni).as_posix()
+    assert (rel, "dicom_truncated") in reasons
+    assert (f"{Path(rel).parent.as_posix()}/notes.dcm", "dicom_no_meta") in reasons
+    bad_rows = sorted(p for p, r in reasons if r == "csv_bad_row")
+    assert bad_rows == ["ADNIMERGE.csv:8", "ADNIMERGE.csv:9"]
+    assert len(cases) == 3  # the rest of the run succeeded
+    assert sum(len(s.files) for c in cases for s in c.all_series()) == 12 * 64 - 1
+    assert rep["failures_by_reason"]["csv_bad_row"] == 2
+
+
+def test_csv_missing_column_is_quarantined(raw_copy: Path, tmp_path: Path) -> None:
+    csv = raw_copy / "oasis1" / "oasis_cross-sectional.csv"
+    rows = [ln.split(",") for ln in csv.read_text().splitlines()]
+    csv.write_text("\n".join(",".join(r[1:]) for r in rows) + "\n")  # drop the ID column
+    cases, quarantine, rep = _ingest("oasis1", raw_copy / "oasis1", tmp_path / "o")
+    assert {"path": "oasis_cross-sectional.csv", "reason": "csv_missing_column",
+            "detail": "missing required column(s): ID"} in quarantine
+    assert len(cases) == 4 and all(c.patient.age is None for c in cases)
+
+
+def test_oasis1_and_rescan(demo_raw: Path, tmp_path: Path) -> None:
+    cases, quarantine, _ = _ingest("oasis1", demo_raw / "oasis1", tmp_path / "o")
+    assert len(cases) == 4
+    rescanned = [c for c in cases if len(c.visits) == 2]
+    assert len(rescanned) == 1
+    assert rescanned[0].visits[1].scores["reliability_rescan"] == "yes"
+    assert rescanned[0].visits[1].days_from_baseline == 14
+    dx = sorted(c.diagnosis.primary or "" for c in cases)
+    assert dx == ["cognitively normal", "cognitively normal", "mild dementia", "very mild dementia"]
+    assert quarantine == []
+
+
+def test_oasis1_truncated_analyze_is_quarantined(raw_copy: Path, tmp_path: Path) -> None:
+    img = next((raw_copy / "oasis1").rglob("OAS1_0001_MR1_mpr-1_anon.img"))
+    img.write_bytes(img.read_bytes()[:1000])
+    cases, quarantine, _ = _ingest("oasis1", raw_copy / "oasis1", tmp_path / "o")
+    assert [q["reason"] for q in quarantine] == ["volume_unreadable"]
+    assert quarantine[0]["path"] == "OAS1_0001_MR1/RAW/OAS1_0001_MR1_mpr-1_anon.hdr"
+    assert len(cases) == 4
+
+
+def test_oasis3_visits_from_day_offsets(demo_raw: Path, tmp_path: Path) -> None:
+    cases, quarantine, _ = _ingest("oasis3", demo_raw / "oasis3", tmp_path / "o")
+    assert len(cases) == 2 and quarantine == []
+    c = next(c for c in cases if c.visits[-1].days_from_baseline == 1502)
+    assert [v.diagnosis for v in c.visits] == ["very mild dementia", "Alzheimer's disease dementia"]
+    assert {s.sequence for s in c.visits[0].series} == {"T1w", "FLAIR"}
+    assert c.ehr["APOE4"] == 1.0
+
+
+def test_radiopaedia_and_missing_image(raw_copy: Path, tmp_path: Path) -> None:
+    folder = raw_copy / "radiopaedia" / "glioblastoma-demo-2"
+    (folder / "images" / "002.png").unlink()
+    (raw_copy / "radiopaedia" / "broken").mkdir()
+    (raw_copy / "radiopaedia" / "broken" / "case.json").write_text("{not json")
+    cases, quarantine, rep = _ingest("radiopaedia", raw_copy / "radiopaedia", tmp_path / "o")
+    assert len(cases) == 2
+    gbm = next(c for c in cases if c.title == "Glioblastoma")
+    assert [f.missing for f in gbm.figures] == [False, True, False]
+    assert gbm.license == "CC BY-NC-SA 3.0" and "Demo Author B" in (gbm.attribution or "")
+    reasons = {(q["path"], q["reason"]) for q in quarantine}
+    assert ("glioblastoma-demo-2/images/002.png", "incomplete:image_missing") in reasons
+    assert ("broken/case.json", "json_invalid") in reasons
+
+
+def test_case_reports_demo(raw_copy: Path, tmp_path: Path) -> None:
+    (raw_copy / "case-reports" / "bad.xml").write_text("<article><body>")
+    cases, quarantine, rep = _ingest("case-reports", raw_copy / "case-reports", tmp_path / "o")
+    assert len(cases) == 1
+    c = cases[0]
+    assert c.publication and c.publication.pmcid == "PMC9000001" and c.license == "CC BY 4.0"
+    assert c.figures[0].path and c.figures[0].label == "Figure 1."
+    assert "sudden word-finding difficulty" in c.presentation
+    reasons = {(q["path"], q["reason"]) for q in quarantine}
+    assert ("PMC9000002.nxml", "skipped:not_case_report") in reasons
+    assert ("bad.xml", "xml_invalid") in reasons
+
+
+@pytest.mark.skipif(not (SHARED / "fixtures" / "jats").is_dir(), reason="shared fixtures absent")
+def test_real_pmc_case_reports(tmp_path: Path) -> None:
+    cases, quarantine, rep = _ingest("case-reports", SHARED / "fixtures" / "jats", tmp_path / "o")
+    assert len(cases) == 2
+    assert {c.publication.pmcid for c in cases if c.publication} == {"PMC6358576", "PMC6358577"}
+    assert all(c.license == "CC BY-NC-ND 4.0" for c in cases)
+    assert all(c.presentation for c in cases)  # found by the section title "Case Report"
+    assert sum(len(c.figures) for c in cases) == 8
+    assert all(f.missing for c in cases for f in c.figures)
+    assert rep["incomplete_by_reason"] == {"incomplete:figure_missing": 8}
+    assert rep["failed"] == 0

@@ -1,0 +1,89 @@
+"""End to end: the demo corpus through `dvc repro` in a temp git repo, the way a curator runs it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.integration
+PROJECT_FILES = ["curation", "templates", "annotation", "params.yaml", "dvc.yaml", "pyproject.toml", ".dvc/config",
+                 ".dvc/.gitignore", ".dvcignore", "data/review/annotations.json", ".gitignore"]
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200, check=False)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    proj = tmp_path_factory.mktemp("project")
+    for name in PROJECT_FILES:
+        src = ROOT / name
+        if not src.exists():
+            continue
+        dst = proj / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dst)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@localhost"}
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "init"],
+                ["curate", "demo-data", "data/raw"]):
+        r = _run(cmd, proj, env)
+        assert r.returncode == 0, r.stderr
+    r = _run(["dvc", "repro"], proj, env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return proj, env
+
+
+def test_release_is_built_and_verified(project: tuple[Path, dict[str, str]]) -> None:
+    proj, env = project
+    release = proj / "data" / "releases" / "neuro-bench-0.1.0"
+    assert (release / "manifest.json").exists()
+    assert list((release / "images").glob("*.png"))
+    r = _run(["curate", "release", "verify"], proj, env)
+    assert r.returncode == 0 and "verified" in r.stdout, r.stderr
+    r = _run(["curate", "deid", "verify", "data/releases/neuro-bench-0.1.0"], proj, env)
+    assert r.returncode == 0, r.stdout
+    for stage in ("deidentify", "normalize", "extract", "generate", "filter", "review", "release"):
+        assert (proj / "reports" / f"{stage}.json").exists(), stage
+    assert (proj / "reports" / "ingest" / "adni.json").exists()
+
+
+def test_second_repro_is_a_no_op(project: tuple[Path, dict[str, str]]) -> None:
+    proj, env = project
+    r = _run(["dvc", "status"], proj, env)
+    assert r.returncode == 0
+    assert "up to date" in r.stdout.lower(), r.stdout
+    before = (proj / "dvc.lock").read_bytes()
+    r = _run(["dvc", "repro"], proj, env)
+    assert r.returncode == 0, r.stderr
+    assert "Running stage" not in r.stdout, r.stdout
+    assert (proj / "dvc.lock").read_bytes() == before
+
+
+def test_bad_inputs_dropped_into_raw_are_quarantined(project: tuple[Path, dict[str, str]]) -> None:
+    proj, env = project
+    victim = sorted((proj / "data/raw/adni/ADNI/027_S_0074").rglob("*.dcm"))[3]
+    victim.write_bytes(victim.read_bytes()[:-4000])
+    (proj / "data/raw/oasis3/OASIS3_extra_cdr.csv").write_text("OASISID,MMSE\nOAS30001,29\n")
+    r = _run(["dvc", "repro"], proj, env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    import json
+
+    adni = json.loads((proj / "reports/ingest/adni.json").read_text())
+    assert adni["failures_by_reason"] == {"dicom_truncated": 1}
+    oasis3 = json.loads((proj / "reports/ingest/oasis3.json").read_text())
+    assert oasis3["failures_by_reason"] == {"csv_missing_column": 1}
+    q = (proj / "data/interim/ingest/oasis3/quarantine.jsonl").read_text()
+    assert "OASIS3_extra_cdr.csv" in q and "days_to_visit" in q

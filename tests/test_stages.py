@@ -35,8 +35,8 @@ def test_normalize_canonical_volumes_and_renders(pipeline: Path) -> None:
 
 def test_dicom_conversion_matches_ground_truth_world_position(demo_raw: Path) -> None:
     """The phantom's lesion is written at a known RAS position; the DICOM reader must put it there."""
-    from curation.demo.phantom import SHAPE
     from curation.demo.corpus import _affine
+    from curation.demo.phantom import SHAPE
     from curation.imaging.convert import convert_path
 
     folder = next((demo_raw / "adni" / "ADNI" / "126_S_0605" / "Axial_T2-FLAIR").glob("*/*"))

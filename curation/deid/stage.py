@@ -10,8 +10,8 @@ from curation.deid.files import clean_image, clean_sidecar, clean_volume
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
 from curation.ingest.base import relpath
-from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams
 from curation.parallel import pmap
+from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams
 from curation.records import project_secret, read_jsonl, staged_dir, write_jsonl, write_text
 from curation.report import Report
 from curation.schema import Case

@@ -70,7 +70,10 @@ class TextDeidentifier:
                 continue  # a duration or a bare year is not an identifier
             if tag == "NAME" and chunk.strip(" .,'’") in self.allow:
                 continue
-            spans.append(Span(r.start, r.end, tag))
+            start, end = r.start, r.end
+            while end > start and text[end - 1].isspace():
+                end -= 1
+            spans.append(Span(start, end, tag))
         return _merge(spans)
 
     def deidentify(self, text: str, date_shift_days: int | None = None, patient_key: str = "") -> tuple[str, list[Span]]:

@@ -10,8 +10,8 @@ import numpy as np
 
 from curation.errors import InputError
 from curation.ingest.base import relpath
-from curation.params import NormalizeParams
 from curation.parallel import pmap
+from curation.params import NormalizeParams
 from curation.records import read_jsonl, staged_dir, write_jsonl, write_text
 from curation.report import Report
 from curation.schema import Case, Render, Step

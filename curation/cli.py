@@ -232,10 +232,12 @@ def generate(
     params: ParamsOpt = Path("params.yaml"),
     report: ReportOpt = None,
 ) -> None:
-    """Generate tagged items from the template library and the knowledge tables."""
+    """Generate tagged items from the templates, then augment them through the LLM endpoint if one is set."""
     from curation.generate.stage import run
+    from curation.params import load_params
 
-    _done(run(_section(params, "generate"), in_dir, out_dir, report_path=report))
+    p = load_params(params)
+    _done(run(p.generate, in_dir, out_dir, report_path=report, llm=p.llm))
 
 
 @app.command("filter")

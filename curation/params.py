@@ -69,6 +69,13 @@ class GenerateParams(Section):
     knowledge: str = "templates/knowledge/neurology.yaml"
     n_options: int = Field(5, ge=2, le=8)
     max_items_per_template_per_case: int = Field(1, ge=1)
+    prompts_dir: str = "templates/prompts"
+    llm_steps: list[Literal["paraphrase", "distractors", "rationale", "dialogue", "caption_questions"]] = Field(
+        default_factory=lambda: ["paraphrase", "distractors", "rationale", "dialogue", "caption_questions"])
+    paraphrase_fraction: float = Field(0.5, ge=0, le=1)
+    distractor_fraction: float = Field(0.5, ge=0, le=1)
+    caption_questions_per_figure: int = Field(2, ge=1, le=5)
+    llm_batch: int = Field(256, ge=1)
 
 
 class FilterParams(Section):
@@ -101,7 +108,11 @@ class LlmParams(Section):
     concurrency: int = Field(8, ge=1, le=256)
     max_retries: int = Field(4, ge=0, le=20)
     timeout_s: float = Field(60.0, gt=0)
+    backoff_s: float = Field(1.0, ge=0)
+    backoff_max_s: float = Field(30.0, ge=0)
     temperature: float = 0.0
+    price_per_1k_prompt: float = Field(0.0, ge=0)
+    price_per_1k_completion: float = Field(0.0, ge=0)
     cache_dir: str = ".curation/llm-cache"
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from curation.errors import RecordError
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 SECRET_ENV = "CURATION_SECRET"
 SECRET_FILE = Path(".curation/secret")
@@ -26,8 +27,8 @@ SECRET_FILE = Path(".curation/secret")
 
 # ---------------------------------------------------------------- atomic writes
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
-    """Write to a temp file beside ``path``, fsync, then rename over it.
+def atomic_open(path: str | os.PathLike[str], mode: str = "w", durable: bool = True) -> Iterator[IO[Any]]:
+    """Write to a temp file beside ``path``, fsync (unless ``durable`` is False), then rename over it.
 
     A reader never sees a half-written file: either the old content or the new.
     """
@@ -39,7 +40,8 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as fh:
             yield fh
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -114,6 +116,18 @@ def to_jsonable(obj: Any) -> Any:
 
 def dumps_line(obj: Any) -> str:
     return json.dumps(to_jsonable(obj), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def batched(rows: Iterable[T], n: int) -> Iterator[list[T]]:
+    """Lists of up to ``n`` consecutive rows (itertools.batched arrived only in Python 3.12)."""
+    batch: list[T] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def write_jsonl(path: str | os.PathLike[str], rows: Iterable[Any]) -> int:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.0.0"
+SCHEMA_VERSION = "1.1.0"
 
 
 class Model(BaseModel):
@@ -189,6 +189,17 @@ class Generator(Model):
     seed: int | None = None
 
 
+class Augmentation(Model):
+    """One change an LLM made to a template item; ``replaced`` holds what was there before."""
+
+    step: str
+    model: str
+    prompt_id: str
+    prompt_version: int
+    cache_key: str
+    replaced: dict[str, Any] = Field(default_factory=dict)
+
+
 class ReviewDecision(Model):
     reviewer: str
     verdict: Literal["accept", "accept_with_edits", "reject"]
@@ -231,6 +242,7 @@ class Item(Model):
     template_id: str | None = None
     facts: dict[str, Any] = Field(default_factory=dict)
     generator: Generator
+    augmentations: list[Augmentation] = Field(default_factory=list)
     difficulty: str | None = None
     quality: dict[str, Any] = Field(default_factory=dict)
     review: Review | None = None
@@ -255,5 +267,5 @@ class ReleaseManifest(Model):
 
 EXPORTED_MODELS: dict[str, type[BaseModel]] = {
     m.__name__: m
-    for m in (Case, Visit, Series, Figure, Finding, Item, Review, ReleaseManifest)
+    for m in (Case, Visit, Series, Figure, Finding, Item, Augmentation, Review, ReleaseManifest)
 }

@@ -81,7 +81,9 @@ class Engine:
         except (OSError, yaml.YAMLError) as exc:
             raise ParamsError(f"cannot read knowledge table ({exc.__class__.__name__})", params.knowledge) from None
         self.env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
-        self.mcq_counter = 0
+        # per-template counters: the correct letter cycles within each template, so it is uniform over the set
+        # and a changed template moves only its own items
+        self.mcq_counter: dict[str, int] = {}
 
     def render(self, text: str, facts: dict[str, Any]) -> str:
         return " ".join(self.env.from_string(text).render(**facts).split())
@@ -89,18 +91,14 @@ class Engine:
     def distractor_pool(self, spec: Distractors, facts: dict[str, Any], answer: str) -> list[str]:
         kb = self.knowledge
         key = lookup(facts, spec.key) if spec.key else None
-        if spec.table == "differentials":
-            pool = list(kb.get("differentials", {}).get(key, []))
-        elif spec.table == "case_differential_then_differentials":
+        if spec.table == "case_differential_then_differentials":
             pool = list(facts.get("differential", [])) + list(kb.get("differentials", {}).get(key, []))
         elif spec.table == "trends_plus":
             pool = list(kb.get("trends", [])) + ["cannot be assessed from imaging", "fluctuating"]
-        elif spec.table in ("sequences", "sides", "trends"):
-            pool = list(kb.get(spec.table, []))
-        elif spec.table == "next_steps":
-            pool = list(kb.get("next_steps", {}).get(key, []))[1:]
         else:
-            pool = list(kb.get(spec.table, {}).get(key, []))
+            table = kb.get(spec.table, [])
+            # a list is the pool itself; a mapping is keyed by a fact (the answer, if listed, is dropped below)
+            pool = list(table) if isinstance(table, list) else list(table.get(key, []))
         seen = {answer.lower()}
         out = []
         for p in pool:
@@ -145,9 +143,9 @@ class Engine:
             rng = random.Random(seed)
             rng.shuffle(pool)
             chosen = pool[: self.params.n_options - 1]
-            # the correct letter cycles over positions, so it is uniform across the set
-            answer_index = self.mcq_counter % (len(chosen) + 1)
-            self.mcq_counter += 1
+            n = self.mcq_counter.get(t.id, int(content_hash(t.id, 4), 16))
+            answer_index = n % (len(chosen) + 1)
+            self.mcq_counter[t.id] = n + 1
             options = chosen[:answer_index] + [answer] + chosen[answer_index:]
         turns = [Turn(role=tt["role"], text=self.render(tt["text"], facts)) for tt in t.turns]  # type: ignore[arg-type]
         body = {

@@ -102,10 +102,53 @@ def case_facts(case: Case, knowledge: dict[str, Any]) -> dict[str, Any]:
             if text not in seen:
                 seen.append(text)
         f["findings_text"] = "; ".join(seen[:4])
+    _graded_facts(f, case, knowledge)
+    territories = [x.anatomy for x in positives if x.anatomy and x.anatomy.endswith("territory")]
+    if territories and "lesion" in images:
+        f["territory"] = territories[0]
+    if lesion is not None and lesion.sequence and "lesion" in images:
+        f["lesion_sequence"] = lesion.sequence
+    if dx and dx in knowledge.get("discriminating_features", {}):
+        f["discriminator"] = knowledge["discriminating_features"][dx][0]
+    order = knowledge.get("stage_order", [])
+    if f.get("dx_baseline") in order and f.get("dx_followup") in order:
+        step = order.index(f["dx_followup"]) - order.index(f["dx_baseline"])
+        f["conversion"] = knowledge["conversions"]["progressed" if step > 0 else ("improved" if step < 0 else "stable")]
     steps = knowledge.get("next_steps", {}).get(dx or "", [])
     if steps:
         f["next_step"] = steps[0]
     return f
+
+
+def _grade(value: float | None, bands: list[list[Any]]) -> str | None:
+    """``bands`` is [[upper_bound, label], ...] in increasing order; the first bound above ``value`` wins."""
+    if value is None:
+        return None
+    for bound, label in bands:
+        if value < float(bound):
+            return label
+    return None
+
+
+def _graded_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> None:
+    """Quantitative EHR values and the grades the knowledge table assigns them (thresholds are data)."""
+    ehr, grades = case.ehr, knowledge.get("grades", {})
+    for key, name, scale in (("hippocampus_ml", "Hippocampus", 1e-3), ("ventricles_ml", "Ventricles", 1e-3),
+                             ("nwbv", "nWBV", 1.0), ("moca", "MOCA", 1.0), ("adas13", "ADAS13", 1.0),
+                             ("faq", "FAQ", 1.0)):
+        v = _score(ehr, name)
+        if v is not None:
+            f[key] = round(v * scale, 3) if key == "nwbv" else _fmt(v * scale)
+    for key, src in (("hippocampal_grade", "hippocampus_ml"), ("ventricle_grade", "ventricles_ml"),
+                     ("atrophy_grade", "nwbv")):
+        g = _grade(f.get(src), grades.get(src, []))
+        if g:
+            f[key] = g
+    cdr = _score(ehr, "CDR")
+    if cdr is not None:
+        f["cdr_stage"] = knowledge.get("cdr_stages", {}).get(str(_fmt(cdr)))
+    if f.get("apoe4") is not None:
+        f["apoe_risk"] = knowledge.get("apoe_risk", {}).get(int(f["apoe4"]))
 
 
 def lookup(facts: dict[str, Any], dotted: str) -> Any:

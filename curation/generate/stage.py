@@ -1,4 +1,8 @@
-"""The ``generate`` stage: every case through every template; skips are counted by reason."""
+"""The ``generate`` stage: every case through every template, then (with an endpoint) LLM augmentation.
+
+Template skips are counted by reason. LLM steps run in batches so memory stays bounded; without an endpoint
+they are reported as skipped, with the reason.
+"""
 
 from __future__ import annotations
 
@@ -6,35 +10,62 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from curation.errors import InputError
+from curation.generate.augment import Augmenter
 from curation.generate.engine import Engine
-from curation.params import GenerateParams
-from curation.records import read_jsonl, staged_dir, write_jsonl
+from curation.llm import LLMClient, not_configured
+from curation.params import GenerateParams, LlmParams
+from curation.records import batched, read_jsonl, staged_dir, write_jsonl
 from curation.report import Report
 from curation.schema import Case, Item
 
 
-def run(params: GenerateParams, src: Path, dst: Path, report_path: Path | None = None) -> Report:
+def run(params: GenerateParams, src: Path, dst: Path, report_path: Path | None = None,
+        llm: LlmParams | None = None) -> Report:
     src, dst = Path(src), Path(dst)
     if not (src / "cases.jsonl").exists():
         raise InputError("no cases.jsonl (run the extract stage first)", src)
     engine = Engine(params)
     report = Report(stage="generate")
+    llm = llm or LlmParams()
+    why_not = not_configured(llm) if params.llm_steps else "no LLM steps listed in generate.llm_steps"
+    client = None if why_not else LLMClient(llm)
 
-    def items() -> Iterator[Item]:
+    def count(item: Item) -> Item:
+        report.counts[f"task_type:{item.task_type.value}"] += 1
+        report.counts[f"generator:{item.generator.kind}"] += 1
+        for d in item.visual_dims + item.reasoning_dims:
+            report.counts[f"dim:{d.value}"] += 1
+        return item
+
+    def template_items() -> Iterator[Item]:
         for case in read_jsonl(src / "cases.jsonl", Case):
             report.inputs += 1
             made, skipped = engine.generate(case)
             for k, v in skipped.items():
                 report.counts[f"template_skipped:{k.split(':', 1)[1]}"] += v
-            for item in made:
-                report.counts[f"task_type:{item.task_type.value}"] += 1
-                for d in item.visual_dims + item.reasoning_dims:
-                    report.counts[f"dim:{d.value}"] += 1
-                yield item
+            yield from made
 
     with staged_dir(dst) as staging:
-        report.outputs = write_jsonl(staging / "items.jsonl", items())
+        if client is None:
+            report.outputs = write_jsonl(staging / "items.jsonl", (count(i) for i in template_items()))
+        else:
+            failures: list[dict] = []  # raw text of every unusable answer, for whoever tunes the prompts
+            aug = Augmenter(params, client, report, failures.append, params.prompts_dir)
+
+            def all_items() -> Iterator[Item]:
+                for batch in batched(template_items(), params.llm_batch):
+                    yield from (count(i) for i in aug.augment(batch))
+                cases = (c for c in read_jsonl(src / "cases.jsonl", Case) if c.figures)
+                for batch in batched(cases, params.llm_batch):
+                    yield from (count(i) for i in aug.caption_items(batch))
+
+            report.outputs = write_jsonl(staging / "items.jsonl", all_items())
+            write_jsonl(staging / "llm_failures.jsonl", failures)
+            report.metrics.update(client.usage.as_metrics())
+            report.metrics["llm_model"] = client.model
+            report.metrics["llm_cache_corrupt_entries"] = client.cache.corrupt
     report.metrics["templates"] = len(engine.templates)
-    report.skip_step("llm_augmentation", "not available in this version; items are template-only")
+    if client is None:
+        report.skip_step("llm_augmentation", why_not or "")
     report.write(report_path)
     return report

@@ -1,0 +1,1 @@
+"""Helpers for tests and benchmarks: local servers that speak real protocols."""

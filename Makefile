@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export HF_DATASETS_DISABLE_PROGRESS_BARS := 1
 
-.PHONY: setup demo test lint clean-demo
+.PHONY: setup demo test bench lint clean-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ demo: setup ## generate the demo corpus, run the pipeline, show the release
 
 test: setup ## run the whole test suite
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+bench: setup ## measure against the anchors; writes benchmarks/results.json and results.md
+	$(BIN)/python -m benchmarks.run
 
 lint: setup
 	$(BIN)/ruff check curation tests

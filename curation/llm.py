@@ -16,6 +16,7 @@ the JSON schema of the answer.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import random
@@ -50,11 +51,18 @@ class Prompt(BaseModel):
     max_tokens: int = 512
 
     def messages(self, **values: Any) -> list[dict[str, Any]]:
-        env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
         return [
-            {"role": "system", "content": env.from_string(self.system).render(**values).strip()},
-            {"role": "user", "content": env.from_string(self.user).render(**values).strip()},
+            {"role": "system", "content": _compile(self.system).render(**values).strip()},
+            {"role": "user", "content": _compile(self.user).render(**values).strip()},
         ]
+
+
+_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _compile(text: str) -> jinja2.Template:
+    return _ENV.from_string(text)
 
 
 def load_prompt(name: str, folder: str | Path = PROMPTS_DIR) -> Prompt:

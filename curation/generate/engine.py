@@ -80,13 +80,17 @@ class Engine:
             self.knowledge = yaml.safe_load(Path(params.knowledge).read_text())
         except (OSError, yaml.YAMLError) as exc:
             raise ParamsError(f"cannot read knowledge table ({exc.__class__.__name__})", params.knowledge) from None
+        self._compiled: dict[str, jinja2.Template] = {}
         self.env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
         # per-template counters: the correct letter cycles within each template, so it is uniform over the set
         # and a changed template moves only its own items
         self.mcq_counter: dict[str, int] = {}
 
     def render(self, text: str, facts: dict[str, Any]) -> str:
-        return " ".join(self.env.from_string(text).render(**facts).split())
+        compiled = self._compiled.get(text)
+        if compiled is None:
+            compiled = self._compiled[text] = self.env.from_string(text)
+        return " ".join(compiled.render(**facts).split())
 
     def distractor_pool(self, spec: Distractors, facts: dict[str, Any], answer: str) -> list[str]:
         kb = self.knowledge

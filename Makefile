@@ -3,13 +3,15 @@ SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
+LS_VENV := .venv-labelstudio
+LABEL_STUDIO_VERSION := 1.23.2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export DVC_NO_ANALYTICS := 1
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export HF_DATASETS_DISABLE_PROGRESS_BARS := 1
 
-.PHONY: setup demo test bench lint clean-demo
+.PHONY: setup review-tools chromium demo test bench lint clean-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,13 +23,28 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 setup: $(VENV)/.installed ## create .venv and install the project
 
+# Label Studio (the review server) has its own venv: its pins clash with the project's.
+$(LS_VENV)/.installed: | $(BIN)/python
+	$(PYTHON) -m venv $(LS_VENV)
+	$(LS_VENV)/bin/pip install --quiet --upgrade pip
+	$(LS_VENV)/bin/pip install --quiet label-studio==$(LABEL_STUDIO_VERSION)
+	touch $@
+
+# Headless Chromium (Debian package) for the labeling-UI browser test.
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+review-tools: $(LS_VENV)/.installed chromium ## install the Label Studio server and Chromium
+
 demo: setup ## generate the demo corpus, run the pipeline, show the release
 	curate demo-data data/raw
 	dvc repro
 	curate release verify
 	curate release show
 
-test: setup ## run the whole test suite
+test: setup review-tools ## run the whole test suite (starts Label Studio, a local LLM endpoint, ...)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: setup ## measure against the anchors; writes benchmarks/results.json and results.md

@@ -20,7 +20,7 @@ app = typer.Typer(help="Build reviewed, versioned, frozen multimodal neurology r
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 deid_app = typer.Typer(help="De-identify DICOM, text and volumes; verify outputs.", no_args_is_help=True)
 imaging_app = typer.Typer(help="Convert and render images outside the pipeline.", no_args_is_help=True)
-review_app = typer.Typer(help="Expert review: merge a pinned annotation snapshot.", no_args_is_help=True)
+review_app = typer.Typer(help="Expert review in Label Studio: push, pull, status, merge.", no_args_is_help=True)
 release_app = typer.Typer(help="Build and verify frozen releases.", no_args_is_help=True)
 schema_app = typer.Typer(help="Data model utilities.", no_args_is_help=True)
 app.add_typer(deid_app, name="deid")
@@ -267,6 +267,57 @@ def review_merge(
     from curation.review.merge import run
 
     _done(run(_section(params, "review"), in_dir, annotations, out_dir, report_path=report))
+
+
+@review_app.command("push")
+@clean_errors
+def review_push(
+    items: Annotated[Path | None, typer.Argument(help="items.jsonl to review (default: review.items).")] = None,
+    adjudication: Annotated[bool, typer.Option("--adjudication", help="Push an adjudication queue to the "
+                                               "adjudication project (items from adjudication_queue.jsonl).")] = False,
+    params: ParamsOpt = Path("params.yaml"),
+) -> None:
+    """Create or update the Label Studio project and its tasks (idempotent: tasks are keyed by item id)."""
+    from curation.review.labelstudio import load_items, push
+
+    p = _section(params, "review")
+    counts = push(p, load_items(items or Path(p.items)), adjudication=adjudication)
+    typer.echo("review push: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+@review_app.command("pull")
+@clean_errors
+def review_pull(
+    out: Annotated[Path | None, typer.Argument(help="Snapshot to write (default: review.annotations).")] = None,
+    params: ParamsOpt = Path("params.yaml"),
+) -> None:
+    """Export all annotations into the pinned snapshot that `dvc repro` merges (commit it, or track it with DVC)."""
+    from curation.review.labelstudio import pull
+
+    p = _section(params, "review")
+    target = out or Path(p.annotations)
+    counts = pull(p, target)
+    typer.echo(f"review pull: {counts.get('tasks', 0)} tasks, {counts.get('annotations', 0)} annotations -> {target}")
+
+
+@review_app.command("status")
+@clean_errors
+def review_status(
+    params: ParamsOpt = Path("params.yaml"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Review progress per reviewer and per task type / dimension."""
+    from curation.review.labelstudio import status
+
+    st = status(_section(params, "review"))
+    if as_json:
+        typer.echo(json.dumps(st, indent=2))
+        return
+    typer.echo(f"{st['project']}: {st['reviewed']}/{st['tasks']} tasks reviewed")
+    for who, n in st["per_reviewer"].items():
+        typer.echo(f"  {who}: {n} annotations")
+    for dim, c in st["per_dimension"].items():
+        typer.echo(f"  {dim:<40} {c['reviewed']:>5}/{c['total']}")
 
 
 @release_app.command("build")

@@ -90,7 +90,14 @@ class ReviewParams(Section):
     label_config: str = "annotation/label_config.xml"
     project_title: str = "medbench-curation review"
     overlap_fraction: float = Field(0.2, ge=0, le=1)
+    reviewers_per_overlap_item: int = Field(2, ge=1, le=10)
     min_reviews: int = Field(1, ge=1)
+    items: str = "data/interim/filter/items.jsonl"
+    label_studio_url: str | None = None  # LABEL_STUDIO_URL wins
+    label_studio_api_key: str | None = None  # LABEL_STUDIO_API_KEY wins; keep keys out of params.yaml
+    timeout_s: float = Field(30.0, gt=0)
+    image_mode: Literal["local-files", "data-uri"] = "local-files"
+    local_files_root: str = "."
 
 
 class ReleaseParams(Section):

@@ -65,3 +65,17 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, demo_raw: Path) -> Path:
     finally:
         os.chdir(old)
     return work
+
+
+@pytest.fixture(scope="session")
+def label_studio(pipeline: Path, tmp_path_factory: pytest.TempPathFactory):
+    """A real Label Studio server on 127.0.0.1 serving the pipeline's images; stopped at the end."""
+    from curation.testing.labelstudio import LabelStudioServer
+
+    exe = ROOT / ".venv-labelstudio" / "bin" / "label-studio"
+    if not exe.exists():
+        pytest.fail(f"{exe} is missing: `make test` installs Label Studio into .venv-labelstudio")
+    server = LabelStudioServer(tmp_path_factory.mktemp("labelstudio"), document_root=pipeline, exe=exe)
+    server.start()
+    yield server
+    server.stop()

@@ -1,0 +1,113 @@
+"""Start and stop a real Label Studio server on 127.0.0.1 (from its own venv), for tests and local review.
+
+The server gets a throw-away data folder, a known admin user and a legacy API token that works from the
+first start, and serves local files from ``document_root`` so tasks can reference the project's images.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+DEFAULT_EXE = Path(".venv-labelstudio/bin/label-studio")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LabelStudioServer:
+    def __init__(self, data_dir: str | Path, document_root: str | Path, exe: str | Path = DEFAULT_EXE,
+                 port: int | None = None, username: str = "curator@example.org", password: str | None = None) -> None:
+        self.exe = Path(exe).resolve()
+        self.data_dir = Path(data_dir).resolve()
+        self.document_root = Path(document_root).resolve()
+        self.port = port or free_port()
+        self.username = username
+        self.password = password or secrets.token_hex(12)
+        self.token = secrets.token_hex(20)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = self.data_dir / "server.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("USERNAME", "PASSWORD", "PORT", "HOST")}
+        env.update({
+            "LABEL_STUDIO_BASE_DATA_DIR": str(self.data_dir),
+            "LABEL_STUDIO_USERNAME": self.username, "LABEL_STUDIO_PASSWORD": self.password,
+            "LABEL_STUDIO_USER_TOKEN": self.token, "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
+            "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true",
+            "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(self.document_root),
+            "LABEL_STUDIO_LATEST_VERSION_CHECK": "false", "LABEL_STUDIO_COLLECT_ANALYTICS": "false",
+            "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
+            # nothing leaves the machine: no error reporting from the server or the pages it serves
+            "SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": "", "SENTRY_RATE": "0", "FRONTEND_SENTRY_RATE": "0",
+        })
+        return env
+
+    def start(self, timeout: float = 180.0) -> LabelStudioServer:
+        if not self.exe.exists():
+            raise FileNotFoundError(f"{self.exe}: Label Studio is not installed (make .venv-labelstudio)")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log.open("ab")
+        self.proc = subprocess.Popen(
+            [str(self.exe), "start", "--no-browser", "--internal-host", "127.0.0.1", "--port", str(self.port)],
+            env=self.env(), stdout=log, stderr=subprocess.STDOUT, cwd=self.data_dir, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"Label Studio exited with {self.proc.returncode}; see {self.log}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).json().get("status") == "UP":
+                    return self
+            except (httpx.HTTPError, ValueError):
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise TimeoutError(f"Label Studio did not answer /health within {timeout:.0f} s; see {self.log}")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, 15)
+            self.proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            with _suppress():
+                os.killpg(self.proc.pid, 9)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> LabelStudioServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _suppress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return True

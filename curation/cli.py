@@ -269,6 +269,57 @@ def review_merge(
     _done(run(_section(params, "review"), in_dir, annotations, out_dir, report_path=report))
 
 
+@app.command()
+@clean_errors
+def evaluate(
+    release_dir: Annotated[Path, typer.Argument(help="A release folder (data/*.parquet).")],
+    out: Annotated[Path, typer.Option("--out", help="Where metrics.json, leaderboard.md, plots/ and per-model "
+                                      "responses go.")] = Path("reports/eval"),
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (adds one model "
+                                                 "to those in evaluate.models).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name at --base-url.")] = None,
+    params: ParamsOpt = Path("params.yaml"),
+) -> None:
+    """Score vision-language models on a release: MCQ accuracy, pass@k, judge, BERTScore, error taxonomy."""
+    from curation.evaluate.run import evaluate as run_eval
+    from curation.params import ModelSpec, load_params
+
+    p = load_params(params).evaluate
+    models = list(p.models)
+    if base_url or model:
+        if not (base_url and model):
+            raise typer.BadParameter("--base-url and --model go together")
+        models.append(ModelSpec(name=model.replace("/", "_"), model=model, base_url=base_url))
+    if not models:
+        from curation.evaluate.run import write_skipped
+
+        reason = "no model configured (give --base-url and --model, or evaluate.models in params.yaml)"
+        write_skipped(out, reason)
+        typer.echo(f"evaluate: skipped: {reason}")
+        return
+    metrics = run_eval(p, release_dir, out, models)
+    for name, m in metrics.items():
+        typer.echo(f"evaluate {name}: MCQ accuracy {m['mcq_accuracy']}, pass@1 {m['pass_at_1']}, "
+                   f"pass@k {m['pass_at_k']}, {m['overall']['n_scored']} items -> {out}")
+
+
+@app.command("calibrate-judge")
+@clean_errors
+def calibrate_judge(
+    judge_scores: Annotated[Path, typer.Argument(help="A model's scores.jsonl from curate evaluate.")],
+    clinician_scores: Annotated[Path, typer.Argument(help="CSV or JSONL: item_id, sample, score (0-1), correct.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Also write the result as JSON here.")] = None,
+) -> None:
+    """Agreement and correlation between the LLM judge and clinicians' scores of the same answers."""
+    from curation.evaluate.calibrate import calibrate, dumps
+    from curation.records import write_text
+
+    result = calibrate(judge_scores, clinician_scores)
+    if out:
+        write_text(out, dumps(result) + "\n")
+    typer.echo(dumps(result))
+
+
 @review_app.command("push")
 @clean_errors
 def review_push(

@@ -123,6 +123,41 @@ class LlmParams(Section):
     cache_dir: str = ".curation/llm-cache"
 
 
+class ModelSpec(Section):
+    name: str
+    model: str
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+
+
+class JudgeParams(Section):
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    # rubric criteria (defined in templates/prompts/eval_judge.yaml) and their weights
+    weights: dict[str, float] = Field(default_factory=lambda: {
+        "diagnostic_correctness": 0.4, "visual_grounding": 0.25, "reasoning_coherence": 0.2, "consistency": 0.15})
+    pass_threshold: float = Field(0.6, ge=0, le=1)
+
+
+class EvaluateParams(Section):
+    models: list[ModelSpec] = Field(default_factory=list)
+    splits: list[str] = Field(default_factory=lambda: ["test"])
+    samples: int = Field(5, ge=1, le=100)
+    k: list[int] = Field(default_factory=lambda: [1, 5])
+    temperature: float = Field(0.7, ge=0, le=2)
+    concurrency: int = Field(8, ge=1, le=256)
+    max_retries: int = Field(4, ge=0, le=20)
+    timeout_s: float = Field(120.0, gt=0)
+    backoff_s: float = Field(1.0, ge=0)
+    prompts_dir: str = "templates/prompts"
+    judge: JudgeParams = Field(default_factory=JudgeParams)
+    bertscore: bool = True
+    bootstrap_resamples: int = Field(1000, ge=100)
+    seed: int = 13
+    cache_dir: str = ".curation/llm-cache"
+
+
 class Params(Section):
     ingest: IngestParams = Field(default_factory=IngestParams)
     deidentify: DeidentifyParams = Field(default_factory=DeidentifyParams)
@@ -133,6 +168,7 @@ class Params(Section):
     review: ReviewParams = Field(default_factory=ReviewParams)
     release: ReleaseParams = Field(default_factory=ReleaseParams)
     llm: LlmParams = Field(default_factory=LlmParams)
+    evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
     sources: list[str] = Field(default_factory=list)
 
 

@@ -1,0 +1,254 @@
+"""``curate evaluate``: run OpenAI-compatible vision models on a release and score them.
+
+For every model: n samples per item (the item's images as data URIs, its context and question in the
+versioned ``eval_answer`` prompt); multi-turn items are played turn by turn. Every call goes through the
+shared cached client, so a re-run after a crash makes only the calls that are missing. Responses are stored
+raw. MCQs are scored by answer-letter extraction; open answers by the LLM judge's rubric when a judge is
+configured (otherwise by whether the reference answer appears in the response, and the report says so);
+BERTScore compares open answers with the reference.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from curation.errors import InputError, ParamsError
+from curation.evaluate.scoring import LETTERS, BertScorer, extract_letter, is_refusal, weighted_score
+from curation.llm import LLMClient, Prompt, Request, load_prompt
+from curation.params import EvaluateParams, LlmParams, ModelSpec
+from curation.records import write_jsonl, write_text
+
+
+@dataclass
+class EvalItem:
+    item_id: str
+    task_type: str
+    format: str
+    question: str
+    context: str
+    options: list[str]
+    answer: str
+    answer_index: int | None
+    reference: str
+    turns: list[dict[str, str]]
+    images: list[bytes]
+    visual_dims: list[str]
+    reasoning_dims: list[str]
+    source: str
+    difficulty: str
+    split: str
+
+
+@dataclass
+class Sample:
+    item_id: str
+    sample: int
+    response: str | None = None
+    dialogue: list[dict[str, str]] = field(default_factory=list)
+    error: str | None = None
+    letter: str | None = None
+    correct: bool | None = None
+    judge: dict[str, Any] | None = None
+    judge_score: float | None = None
+    error_type: str | None = None
+    bertscore: float | None = None
+
+
+def load_release(release: Path, splits: list[str]) -> tuple[list[EvalItem], Counter[str]]:
+    files = sorted((release / "data").glob("*.parquet"))
+    if not files:
+        raise InputError("no Parquet files under data/ (is this a release folder?)", release)
+    items, skipped = [], Counter()
+    for f in files:
+        split = f.name.split("-")[0]
+        if splits and split not in splits:
+            continue
+        for row in pq.read_table(f).to_pylist():
+            images = [img["bytes"] for img in row.get("images") or [] if img and img.get("bytes")]
+            if not images and row.get("image_refs"):
+                skipped["no_pixels:reference_only_source"] += 1
+                continue
+            items.append(EvalItem(
+                item_id=row["item_id"], task_type=row["task_type"], format=row["format"], question=row["question"],
+                context=row["context"] or "", options=list(row["options"] or []), answer=row["answer"],
+                answer_index=row["answer_index"], reference=row["reference_answer"] or row["answer"],
+                turns=json.loads(row["turns"] or "[]"), images=images, visual_dims=list(row["visual_dims"] or []),
+                reasoning_dims=list(row["reasoning_dims"] or []), source=row["source"],
+                difficulty=row["difficulty"] or "unrated", split=split))
+    return items, skipped
+
+
+def _image_parts(images: list[bytes]) -> list[dict[str, Any]]:
+    out = []
+    for data in images:
+        mime = "image/png" if data[:8] == b"\x89PNG\r\n\x1a\n" else "image/jpeg"
+        out.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"}})
+    return out
+
+
+def _client(base_url: str | None, model: str, api_key_env: str, p: EvaluateParams, temperature: float) -> LLMClient:
+    return LLMClient(LlmParams(base_url=base_url, model=model, api_key_env=api_key_env, concurrency=p.concurrency,
+                               max_retries=p.max_retries, timeout_s=p.timeout_s, backoff_s=p.backoff_s,
+                               temperature=temperature, cache_dir=p.cache_dir))
+
+
+def ask(client: LLMClient, prompt: Prompt, items: list[EvalItem], n: int, temperature: float) -> list[Sample]:
+    """n samples for every item; multi-turn items are played turn by turn, all dialogues advancing together."""
+    samples = {(it.item_id, s): Sample(it.item_id, s) for it in items for s in range(n)}
+    single = [it for it in items if it.format != "multi_turn"]
+    reqs, keys = [], []
+    for it in single:
+        base = prompt.messages(context=it.context, question=it.question, options=it.options)
+        base[-1]["content"] = [{"type": "text", "text": base[-1]["content"]}, *_image_parts(it.images)]
+        for s in range(n):
+            reqs.append(Request(messages=base, prompt_id=prompt.id, prompt_version=prompt.version, seed=s,
+                                temperature=temperature, max_tokens=prompt.max_tokens))
+            keys.append((it.item_id, s))
+    for key, res in zip(keys, client.run(reqs), strict=True):
+        samples[key].response = res.text if res.ok else None
+        samples[key].error = None if res.ok else res.error
+    # dialogues: the clinician's turns are the user's; the model answers each in turn
+    dialogues = []
+    for it in (i for i in items if i.format == "multi_turn"):
+        asks = [t["text"] for t in it.turns if t["role"] != "model"]
+        if not asks:
+            asks = [it.question]
+        sys_msg, first = prompt.messages(context=it.context, question=asks[0], options=[])
+        first = {"role": "user", "content": [{"type": "text", "text": first["content"]}, *_image_parts(it.images)]}
+        for s in range(n):
+            dialogues.append({"key": (it.item_id, s), "messages": [sys_msg, first], "asks": asks[1:], "seed": s})
+    live = dialogues
+    while live:
+        reqs = [Request(messages=d["messages"], prompt_id=prompt.id, prompt_version=prompt.version, seed=d["seed"],
+                        temperature=temperature, max_tokens=prompt.max_tokens) for d in live]
+        nxt = []
+        for d, res in zip(live, client.run(reqs), strict=True):
+            smp = samples[d["key"]]
+            if not res.ok:
+                smp.error = res.error
+                continue
+            smp.dialogue.append({"role": "model", "text": res.text or ""})
+            d["messages"] = [*d["messages"], {"role": "assistant", "content": res.text or ""}]
+            if d["asks"]:
+                q = d["asks"].pop(0)
+                smp.dialogue.append({"role": "clinician", "text": q})
+                d["messages"].append({"role": "user", "content": q})
+                nxt.append(d)
+            else:
+                smp.response = res.text
+        live = nxt
+    return list(samples.values())
+
+
+def score_samples(items: dict[str, EvalItem], samples: list[Sample], p: EvaluateParams,
+                  judge: LLMClient | None, judge_prompt: Prompt | None, bert: BertScorer | None) -> None:
+    for s in samples:
+        it = items[s.item_id]
+        if s.response is None:
+            continue
+        if it.format == "mcq":
+            s.letter = extract_letter(s.response, it.options)
+            s.correct = s.letter is not None and it.answer_index is not None and s.letter == LETTERS[it.answer_index]
+            if s.letter is None:
+                s.error_type = "format_refusal"
+        elif is_refusal(s.response):
+            s.correct, s.error_type = False, "format_refusal"
+    # the judge grades open answers and classifies the errors of wrong MCQ answers
+    to_judge = [s for s in samples if s.response is not None and s.error_type != "format_refusal"
+                and (items[s.item_id].format != "mcq" or s.correct is False)]
+    if judge is not None and judge_prompt is not None:
+        check = _judge_check(p)
+        reqs = [Request.from_prompt(judge_prompt, check, question=items[s.item_id].question,
+                                    options=items[s.item_id].options, reference=items[s.item_id].reference,
+                                    response=s.response) for s in to_judge]
+        for s, res in zip(to_judge, judge.run(reqs), strict=True):
+            if not res.ok:
+                s.judge = {"error": res.error, "raw": res.text}
+                continue
+            v = res.value
+            s.judge = v
+            s.judge_score = weighted_score(v["scores"], p.judge.weights)
+            if items[s.item_id].format != "mcq":
+                s.correct = bool(v["correct"]) and s.judge_score >= p.judge.pass_threshold
+            if s.correct is False:
+                s.error_type = v.get("error_type") or "reasoning"
+    else:
+        for s in to_judge:
+            if items[s.item_id].format != "mcq":
+                # without a judge: correct when the reference answer appears in the response
+                ref = " ".join(items[s.item_id].answer.lower().split())
+                s.correct = ref in " ".join((s.response or "").lower().split())
+    if bert is not None:
+        open_s = [s for s in samples if s.response is not None and items[s.item_id].format != "mcq"]
+        for s, f1 in zip(open_s, bert.f1([s.response or "" for s in open_s],
+                                          [items[s.item_id].reference for s in open_s]), strict=True):
+            s.bertscore = f1
+
+
+def _judge_check(p: EvaluateParams) -> Any:
+    def check(v: Any) -> str | None:
+        missing = [c for c in p.judge.weights if c not in v["scores"]]
+        return f"missing_criteria:{','.join(missing)}" if missing else None
+
+    return check
+
+
+def evaluate(p: EvaluateParams, release: Path, out: Path, models: list[ModelSpec]) -> dict[str, Any]:
+    from curation.evaluate.report import aggregate, leaderboard, plots
+
+    release, out = Path(release), Path(out)
+    if not models:
+        raise ParamsError("no model to evaluate (give --base-url and --model, or evaluate.models in params)")
+    items_list, skipped = load_release(release, p.splits)
+    if not items_list:
+        raise InputError(f"no items with pixels in splits {p.splits} ({dict(skipped)})", release)
+    items = {it.item_id: it for it in items_list}
+    prompt = load_prompt("eval_answer", p.prompts_dir)
+    judge = judge_prompt = None
+    if p.judge.base_url and p.judge.model:
+        judge = _client(p.judge.base_url, p.judge.model, p.judge.api_key_env, p, 0.0)
+        judge_prompt = load_prompt("eval_judge", p.prompts_dir)
+    bert = BertScorer() if p.bertscore else None
+    all_metrics: dict[str, Any] = {}
+    for spec in models:
+        client = _client(spec.base_url, spec.model, spec.api_key_env, p, p.temperature)
+        samples = ask(client, prompt, items_list, p.samples, p.temperature)
+        score_samples(items, samples, p, judge, judge_prompt, bert)
+        m = aggregate(items, samples, p)
+        m["model"] = {"name": spec.name, "model": spec.model, "prompt": f"{prompt.id}@v{prompt.version}"}
+        m["calls"] = client.usage.as_metrics()
+        m["skipped_items"] = dict(skipped)
+        m["open_scorer"] = f"judge:{p.judge.model}" if judge else "contains_reference"
+        m["bertscore_encoder"] = bert.describe() if bert else None
+        if judge:
+            m["judge_calls"] = judge.usage.as_metrics()
+        folder = out / spec.name
+        write_jsonl(folder / "responses.jsonl", ({
+            "item_id": s.item_id, "sample": s.sample, "response": s.response, "dialogue": s.dialogue,
+            "error": s.error} for s in samples))
+        write_jsonl(folder / "scores.jsonl", ({
+            "item_id": s.item_id, "sample": s.sample, "letter": s.letter, "correct": s.correct,
+            "judge": s.judge, "judge_score": s.judge_score, "error_type": s.error_type, "bertscore": s.bertscore}
+            for s in samples))
+        write_text(folder / "metrics.json", json.dumps(m, indent=2, sort_keys=True) + "\n")
+        all_metrics[spec.name] = m
+    write_text(out / "metrics.json", json.dumps(all_metrics, indent=2, sort_keys=True) + "\n")
+    write_text(out / "leaderboard.md", leaderboard(all_metrics))
+    plots(all_metrics, out / "plots")
+    return all_metrics
+
+
+
+def write_skipped(out: Path, reason: str) -> None:
+    """What a run that could not happen leaves behind: the reason, in the files the pipeline tracks."""
+    out = Path(out)
+    write_text(out / "metrics.json", json.dumps({"skipped": reason}, indent=2) + "\n")
+    write_text(out / "leaderboard.md", f"# Leaderboard\n\nSkipped: {reason}.\n")
+    write_text(out / "plots" / "dimensions.json", "[]\n")

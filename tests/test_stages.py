@@ -201,3 +201,30 @@ def test_release_tamper_and_overwrite(pipeline: Path, tmp_path: Path) -> None:
     other = ReleaseParams(canary="A DIFFERENT CANARY")
     with pytest.raises(VerificationError, match="already exists with different content"):
         run(other, pipeline / "review", releases)
+
+
+def test_changed_template_regenerates_exactly_its_items(pipeline: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from curation.generate.stage import run
+    from curation.params import load_params
+
+    from .conftest import ROOT
+
+    tdir = tmp_path / "templates"
+    shutil.copytree(ROOT / "templates" / "questions", tdir)
+    path = tdir / "dementia.yaml"
+    text = path.read_text()
+    assert "- id: cdr_staging\n  version: 1" in text
+    path.write_text(text.replace("- id: cdr_staging\n  version: 1", "- id: cdr_staging\n  version: 2").replace(
+        "what is the most likely dementia stage?", "which dementia stage fits best?"))
+    p = load_params(ROOT / "params.yaml").generate
+    p.templates_dir, p.knowledge = str(tdir), str(ROOT / p.knowledge)
+    run(p, pipeline / "extract", tmp_path / "out")
+    before = [json.loads(x) for x in (pipeline / "generate" / "items.jsonl").read_text().splitlines()]
+    after = [json.loads(x) for x in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
+    assert [i for i in before if i["template_id"] != "cdr_staging"] == [i for i in after if i["template_id"] != "cdr_staging"]
+    old = [i for i in before if i["template_id"] == "cdr_staging"]
+    new = [i for i in after if i["template_id"] == "cdr_staging"]
+    assert len(old) == len(new) > 0
+    assert all(n["generator"]["template_version"] == "2" and n["item_id"] != o["item_id"] for o, n in zip(old, new, strict=True))

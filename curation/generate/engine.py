@@ -94,7 +94,11 @@ class Engine:
 
     def distractor_pool(self, spec: Distractors, facts: dict[str, Any], answer: str) -> list[str]:
         kb = self.knowledge
-        key = lookup(facts, spec.key) if spec.key else None
+        # a quoted key is literal ("'ex vacuo ventriculomegaly'"); otherwise it names a fact
+        if spec.key and spec.key.startswith("'"):
+            key = spec.key.strip("'")
+        else:
+            key = lookup(facts, spec.key) if spec.key else None
         if spec.table == "case_differential_then_differentials":
             pool = list(facts.get("differential", [])) + list(kb.get("differentials", {}).get(key, []))
         elif spec.table == "trends_plus":

@@ -103,6 +103,11 @@ def case_facts(case: Case, knowledge: dict[str, Any]) -> dict[str, Any]:
                 seen.append(text)
         f["findings_text"] = "; ".join(seen[:4])
     _graded_facts(f, case, knowledge)
+    excluded = [x for x in case.findings if x.category == "finding" and x.negated and x.sequence]
+    if excluded and "any" in images:
+        f["excluded"] = {"label": excluded[0].label, "sequence": excluded[0].sequence}
+    if f.get("ventricle_grade", "").endswith("enlarged") and f.get("dx") in knowledge.get("stage_order", []):
+        f["ventriculomegaly_cause"] = knowledge["discriminating_features"]["ex vacuo ventriculomegaly"][0]
     territories = [x.anatomy for x in positives if x.anatomy and x.anatomy.endswith("territory")]
     if territories and "lesion" in images:
         f["territory"] = territories[0]

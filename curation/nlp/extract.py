@@ -85,6 +85,11 @@ class Extractor:
         window = int(self.lex["negation_window"])
         lo = max(sent_start, span.start - window)
         words = [t.lower_ for t in doc[lo:span.start]]
+        stops = set(self.lex.get("negation_terminators", []))
+        for i in range(len(words) - 1, -1, -1):  # a negation does not reach past "but", "however", ...
+            if words[i] in stops:
+                words = words[i + 1:]
+                break
         for trig in self.neg:
             n = len(trig)
             for i in range(len(words) - n + 1):

@@ -1,0 +1,56 @@
+"""Clinical text extraction: findings with anatomy, laterality, sequence, negation, time; diagnosis and differential."""
+
+from __future__ import annotations
+
+import pytest
+
+from curation.nlp.extract import Extractor
+
+from .conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def ex() -> Extractor:
+    return Extractor(str(ROOT / "templates" / "knowledge" / "lexicon.yaml"))
+
+
+def by_label(findings, label):
+    return [f for f in findings if f.label == label]
+
+
+def test_finding_with_anatomy_laterality_and_sequence(ex):
+    fs = ex.findings("MRI showed restricted diffusion on DWI in the left frontal operculum.", "notes")
+    [rd] = by_label(fs, "restricted diffusion")
+    assert (rd.anatomy, rd.laterality, rd.sequence, rd.negated, rd.section) == (
+        "frontal operculum", "left", "DWI", False, "imaging")
+
+
+def test_negation_and_its_scope(ex):
+    fs = ex.findings("There was no evidence of haemorrhage on SWI.", "notes")
+    assert by_label(fs, "haemorrhage")[0].negated
+    fs = ex.findings("Examination showed aphasia without weakness.", "notes")
+    assert not by_label(fs, "aphasia")[0].negated and by_label(fs, "weakness")[0].negated
+    fs = ex.findings("No headache but new aphasia.", "notes")
+    assert by_label(fs, "headache")[0].negated and not by_label(fs, "aphasia")[0].negated
+
+
+def test_temporal_expressions_are_intervals_not_ages(ex):
+    fs = ex.findings("A 71-year-old man had word-finding difficulty that began 3 hours before arrival.", "notes")
+    assert by_label(fs, "aphasia")[0].temporal == "3 hours"
+    fs = ex.findings("A 64-year-old woman with headache.", "notes")
+    assert by_label(fs, "headache")[0].temporal is None
+    fs = ex.findings("At follow-up the hyperintense lesions had grown.", "notes")
+    assert by_label(fs, "white matter hyperintensity")[0].temporal == "follow-up"
+
+
+def test_sections(ex):
+    fs = ex.findings("He had a history of headache. Final diagnosis: glioblastoma.", "notes")
+    assert by_label(fs, "headache")[0].section == "history"
+    assert by_label(fs, "glioblastoma")[0].section == "diagnosis"
+
+
+def test_diagnosis_and_differential(ex):
+    dx, dd = ex.diagnosis("The differential included metastasis, lymphoma and abscess. Final diagnosis: IDH-wildtype "
+                          "glioblastoma.")
+    assert dx == "glioblastoma" and dd == ["cerebral metastasis", "primary CNS lymphoma"]
+    assert ex.diagnosis("Nothing to see here.") == (None, [])

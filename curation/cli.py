@@ -248,10 +248,13 @@ def filter_(
     params: ParamsOpt = Path("params.yaml"),
     report: ReportOpt = None,
 ) -> None:
-    """Quality gates (validity, leakage, duplicates) and patient-disjoint splits."""
+    """Quality gates (validity, leakage, near-duplicates, LLM verifier, text-only shortcut, model-assisted
+    difficulty), balance report and stratified patient-disjoint splits."""
+    from curation.params import load_params
     from curation.quality.filter import run
 
-    _done(run(_section(params, "filter"), in_dir, out_dir, report_path=report))
+    p = load_params(params)
+    _done(run(p.filter, in_dir, out_dir, report_path=report, llm=p.llm))
 
 
 @review_app.command("merge")

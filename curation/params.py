@@ -78,11 +78,32 @@ class GenerateParams(Section):
     llm_batch: int = Field(256, ge=1)
 
 
+class ModelSpec(Section):
+    name: str
+    model: str
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+
+
 class FilterParams(Section):
     seed: int = 13
-    near_duplicate_threshold: float = Field(0.9, ge=0, le=1)
+    # near-duplicates: MinHash Jaccard over character 5-grams, within a case and against known benchmark questions
+    near_duplicate_threshold: float = Field(0.8, ge=0, le=1)
     known_questions: str | None = None
+    # model-based gates run only when an endpoint is configured (llm section); otherwise reported skipped
+    llm_verifier: bool = True
+    text_only_check: bool = True
+    drop_image_not_needed: bool = False
+    difficulty_models: list[ModelSpec] = Field(default_factory=list)
+    difficulty_samples: int = Field(3, ge=1, le=20)
+    drop_if_all_models_correct: bool = True
+    prompts_dir: str = "templates/prompts"
+    # balance: flag cells under min_cell_count; optionally cap items per task type (seeded)
+    min_cell_count: int = Field(3, ge=0)
+    max_items_per_task_type: int | None = Field(None, ge=1)
+    # patient-disjoint splits, stratified by source and task-type profile
     splits: dict[str, float] = Field(default_factory=lambda: {"test": 0.8, "dev": 0.2})
+    private_test_fraction: float = Field(0.0, ge=0, le=0.9)
 
 
 class ReviewParams(Section):
@@ -121,13 +142,6 @@ class LlmParams(Section):
     price_per_1k_prompt: float = Field(0.0, ge=0)
     price_per_1k_completion: float = Field(0.0, ge=0)
     cache_dir: str = ".curation/llm-cache"
-
-
-class ModelSpec(Section):
-    name: str
-    model: str
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
 
 
 class JudgeParams(Section):

@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 from curation.errors import InputError
-from curation.params import FilterParams
-from curation.records import keyed_hash, read_jsonl, staged_dir, write_jsonl
+from curation.params import FilterParams, LlmParams
+from curation.records import read_jsonl, staged_dir, write_jsonl
 from curation.report import Report
 from curation.schema import Item, ItemFormat
 
@@ -60,47 +60,57 @@ def check(item: Item) -> list[str]:
     return reasons
 
 
-def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = None) -> Report:
+def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = None,
+        llm: LlmParams | None = None) -> Report:
+    from curation.quality.gates import assign_splits, balance, model_gates, near_duplicates, rebalance
+
     src, dst = Path(src), Path(dst)
     if not (src / "items.jsonl").exists():
         raise InputError("no items.jsonl (run the generate stage first)", src)
     report = Report(stage="filter")
-    kept: list[Item] = []
+    valid: list[Item] = []
     rejected: list[dict[str, object]] = []
-    seen: dict[str, str] = {}
+
+    def reject(item: Item, reasons: list[str], detail: object = None) -> None:
+        for r in reasons:
+            report.counts[f"rejected:{r.split(':')[0] if r.startswith('verifier') else r}"] += 1
+        rejected.append({"item_id": item.item_id, "template_id": item.template_id, "reasons": reasons,
+                         **({"detail": detail} if detail else {})})
+
     for item in read_jsonl(src / "items.jsonl", Item):
         report.inputs += 1
         reasons = check(item)
-        key = _norm(f"{item.case_id} {item.question} {item.answer} {' '.join(item.images)}")
-        if not reasons and key in seen:
-            reasons.append("duplicate")
         if reasons:
-            for r in reasons:
-                report.counts[f"rejected:{r}"] += 1
-            rejected.append({"item_id": item.item_id, "template_id": item.template_id, "reasons": reasons})
-            continue
-        seen[key] = item.item_id
-        item.quality = {"gates": "passed", "checks": ["validity", "leakage", "duplicate"]}
-        item.status = "kept"
-        kept.append(item)
-    # patient-disjoint splits: the split is a function of the case id alone
-    fractions = sorted(params.splits.items())
-    for item in kept:
-        u = int(keyed_hash("split", str(params.seed), item.case_id, secret=b"split", length=8), 16) / 16**8
-        acc = 0.0
-        item.split = fractions[-1][0]
-        for name, frac in fractions:
-            acc += frac
-            if u < acc:
-                item.split = name
-                break
-    letters = Counter(i.answer_index for i in kept if i.answer_index is not None)
-    report.metrics["answer_position_counts"] = {str(k): v for k, v in sorted(letters.items())}
+            reject(item, reasons)
+        else:
+            valid.append(item)
+    dups = near_duplicates(valid, params, report)
+    gated = model_gates([i for i in valid if i.item_id not in dups], params, llm or LlmParams(), report)
+    capped = rebalance([i for i in valid if i.item_id not in dups and i.item_id not in gated], params)
+    kept: list[Item] = []
+    for item in valid:
+        if item.item_id in dups:
+            reject(item, [dups[item.item_id]])
+        elif item.item_id in gated:
+            reason, detail = gated[item.item_id]
+            reject(item, [reason], detail)
+        elif item.item_id in capped:
+            reject(item, ["rebalanced_out"])
+        else:
+            checks = ["validity", "leakage", "near_duplicate", *sorted(k for k in ("verifier", "text_only_correct_rate",
+                                                                                 "difficulty_pass_rates") if k in item.quality)]
+            item.quality = {**item.quality, "gates": "passed", "checks": checks}
+            item.status = "kept"
+            kept.append(item)
+    assign_splits(kept, params)
+    bal = balance(kept, params)
+    report.metrics["balance"] = bal["distribution"]
+    report.metrics["underfilled_cells"] = bal["underfilled_cells"]
+    report.metrics["answer_position_counts"] = bal["distribution"]["answer_letter"]
     report.metrics["split_counts"] = dict(sorted(Counter(i.split for i in kept).items()))
     report.outputs = len(kept)
     with staged_dir(dst) as staging:
         write_jsonl(staging / "items.jsonl", kept)
         write_jsonl(staging / "rejected.jsonl", rejected)
-    report.skip_step("llm_verifier", "not available in this version")
     report.write(report_path)
     return report

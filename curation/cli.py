@@ -21,7 +21,7 @@ app = typer.Typer(help="Build reviewed, versioned, frozen multimodal neurology r
 deid_app = typer.Typer(help="De-identify DICOM, text and volumes; verify outputs.", no_args_is_help=True)
 imaging_app = typer.Typer(help="Convert and render images outside the pipeline.", no_args_is_help=True)
 review_app = typer.Typer(help="Expert review in Label Studio: push, pull, status, merge.", no_args_is_help=True)
-release_app = typer.Typer(help="Build and verify frozen releases.", no_args_is_help=True)
+release_app = typer.Typer(help="Build, verify, compare and export frozen releases.", no_args_is_help=True)
 schema_app = typer.Typer(help="Data model utilities.", no_args_is_help=True)
 app.add_typer(deid_app, name="deid")
 app.add_typer(imaging_app, name="imaging")
@@ -427,6 +427,45 @@ def release_show(
 def _configured_release(params: Path) -> Path:
     rel = _section(params, "release")
     return Path("data/releases") / f"{rel.name}-{rel.version}"
+
+
+@release_app.command("diff")
+@clean_errors
+def release_diff(
+    a: Annotated[Path, typer.Argument(help="The older release folder.")],
+    b: Annotated[Path, typer.Argument(help="The newer release folder.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full diff as JSON.")] = False,
+) -> None:
+    """Items added, removed and changed between two releases, with counts per task type and dimension."""
+    from curation.release.diff import diff
+
+    d = diff(a, b)
+    if as_json:
+        typer.echo(json.dumps(d, indent=2))
+        return
+    c = d["counts"]
+    typer.echo(f"{a} -> {b}: {c['added']} added, {c['removed']} removed, {c['changed']} changed, "
+               f"{c['unchanged']} unchanged")
+    for kind in ("added", "removed", "changed"):
+        for dim, n in d["per_dimension"][kind].items():
+            typer.echo(f"  {kind:<8} {dim:<40} {n}")
+
+
+@release_app.command("export")
+@clean_errors
+def release_export(
+    directory: Annotated[Path, typer.Argument(help="A release folder.")],
+    out: Annotated[Path, typer.Argument(help="File to write.")],
+    fmt: Annotated[str, typer.Option("--format", help="neural-medbench")] = "neural-medbench",
+) -> None:
+    """Write a release in another benchmark's layout (Neural-MedBench JSON: cases, text, images, questions)."""
+    from curation.errors import ParamsError
+    from curation.release.diff import export_neural_medbench
+
+    if fmt != "neural-medbench":
+        raise ParamsError(f"unknown export format {fmt!r} (known: neural-medbench)")
+    n = export_neural_medbench(directory, out)
+    typer.echo(f"release export: {n} cases -> {out}")
 
 
 @schema_app.command("export")

@@ -127,6 +127,8 @@ class ReleaseParams(Section):
     require_review: bool = False
     canary: str = "MEDBENCH-CURATION CANARY GUID 00000000-0000-0000-0000-000000000000"
     redistribution: dict[str, Literal["pixels", "reference", "exclude"]] = Field(default_factory=dict)
+    homepage: str | None = None
+    citation: str | None = None  # BibTeX; a default naming the release is written otherwise
 
 
 class LlmParams(Section):

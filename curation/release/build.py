@@ -13,8 +13,9 @@ from typing import Any
 
 from curation.errors import InputError, VerificationError
 from curation.params import ReleaseParams
-from curation.records import read_jsonl, sha256_file, staged_dir, write_json, write_text
-from curation.release.card import render_card
+from curation.records import read_jsonl, sha256_file, staged_dir, write_bytes, write_json, write_text
+from curation.release import croissant
+from curation.release.card import distribution_plot, render_card
 from curation.report import Report
 from curation.schema import Item, ReleaseManifest
 
@@ -136,7 +137,13 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
             "review_status": dict(sorted(Counter(r["review_status"] for r in rows).items())),
         }
         write_text(staging / "canary.txt", params.canary + "\n")
-        write_text(staging / "README.md", render_card(params, name, rows, counts, files))
+        checks = Counter(c for i in items for c in i.quality if c in ("verifier", "text_only_correct_rate",
+                                                                      "difficulty_pass_rates", "image_not_needed"))
+        write_bytes(staging / "assets" / "distribution.png", distribution_plot(counts))
+        licenses = sorted({r["license"] for r in rows})
+        croissant.write(staging, params, name, f"{name}: multimodal neurology reasoning benchmark, {len(rows)} items.",
+                        licenses)
+        write_text(staging / "README.md", render_card(params, name, rows, counts, files, dict(checks)))
         findings = verify_dir(staging)
         if findings:
             report.metrics["deid_findings"] = [f.line() for f in findings[:50]]

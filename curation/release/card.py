@@ -11,7 +11,7 @@ from curation.params import ReleaseParams
 
 
 def render_card(params: ReleaseParams, name: str, rows: list[dict[str, Any]], counts: dict[str, dict[str, int]],
-                files: list[str]) -> str:
+                files: list[str], checks: dict[str, int] | None = None) -> str:
     text = resources.files("curation.release").joinpath("card.md.j2").read_text()
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     n = len(rows)
@@ -26,5 +26,31 @@ def render_card(params: ReleaseParams, name: str, rows: list[dict[str, Any]], co
     return env.from_string(text).render(
         params=params, name=name, n=n, size=size, counts=counts, files=files,
         splits=sorted({f.split("/")[1].split("-")[0] for f in files}), sources=sources,
-        redistribution=params.redistribution,
+        redistribution=params.redistribution, checks=checks or {},
     )
+
+
+def distribution_plot(counts: dict[str, dict[str, int]]) -> bytes:
+    """Items per task type and per dimension, as a PNG (deterministic bytes for the same counts)."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
+    tt = counts.get("task_type", {})
+    a.barh(list(tt), list(tt.values()), color="#3b6ea8")
+    a.set_title("items per task type")
+    a.invert_yaxis()
+    dims = {f"visual: {k}": v for k, v in counts.get("visual_dim", {}).items()}
+    dims |= {f"reasoning: {k}": v for k, v in counts.get("reasoning_dim", {}).items()}
+    b.barh(list(dims), list(dims.values()), color=["#3b6ea8" if k.startswith("visual") else "#c0504d" for k in dims])
+    b.set_title("items per dimension")
+    b.invert_yaxis()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()

@@ -32,6 +32,16 @@ def verify_release(root: Path) -> list[str]:
             problems.append(f"{rel}: checksum mismatch")
     for rel in sorted(present - set(manifest.files)):
         problems.append(f"{rel}: not listed in manifest")
+    cro = root / "croissant.json"
+    if not cro.exists():
+        problems.append("croissant.json: missing")
+    else:
+        try:
+            meta = read_json(cro)
+            if meta.get("name") != f"{manifest.name}-{manifest.version}":
+                problems.append(f"croissant.json: name {meta.get('name')!r} does not match the manifest")
+        except Exception as exc:
+            problems.append(f"croissant.json: not valid JSON ({type(exc).__name__})")
     card = root / "README.md"
     if card.exists() and manifest.canary not in card.read_text(encoding="utf-8", errors="replace"):
         problems.append("README.md: canary string missing")

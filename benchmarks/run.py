@@ -9,7 +9,7 @@ from pathlib import Path
 
 from benchmarks.common import ROOT, write_results
 
-ALL = ["generate", "llm"]
+ALL = ["generate", "llm", "imaging", "dvc"]
 
 
 def main(argv: list[str]) -> int:

@@ -86,6 +86,9 @@ def staged_dir(dst: str | os.PathLike[str]) -> Iterator[Path]:
     """
     dst = Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
+    # leftovers of a killed earlier run (never visible at dst) are removed first
+    for stale in [*dst.parent.glob(f".{dst.name}.*.building"), *dst.parent.glob(f".{dst.name}.*.old")]:
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", suffix=".building", dir=dst.parent))
     try:
         yield tmp

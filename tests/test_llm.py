@@ -161,7 +161,11 @@ def test_not_configured_says_why(monkeypatch):
 def test_every_shipped_prompt_loads_and_renders():
     root = Path(__file__).resolve().parents[1] / "templates" / "prompts"
     names = sorted(p.stem for p in root.glob("*.yaml"))
-    assert names == ["caption_questions", "dialogue", "distractors", "paraphrase", "rationale"]
+    assert names == ["caption_questions", "dialogue", "distractors", "eval_answer", "eval_judge", "paraphrase",
+                     "rationale", "verify_item"]
     for n in names:
         p = load_prompt(n, root)
-        assert p.response_schema and p.response_schema["type"] == "object"
+        assert p.messages(context="c", question="q", options=["a", "b"], answer="a", n=2, distractors=["b"],
+                          facts={}, presentation="p", caption="c", diagnosis="d", reference="r", response="x")
+        if n != "eval_answer":
+            assert p.response_schema and p.response_schema["type"] == "object"

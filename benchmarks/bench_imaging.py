@@ -1,0 +1,144 @@
+"""DICOM de-identification, DICOM -> NIfTI conversion and normalization, side by side with reference tools
+on the same demo files: every figure is a ratio to a reference measured in the same run."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import Figure, run_py
+
+PYDICOM_RW = """
+import sys
+from pathlib import Path
+import pydicom
+src, dst = Path(sys.argv[1]), Path(sys.argv[2])
+for p in sorted(src.rglob("*.dcm")):
+    out = dst / p.relative_to(src)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pydicom.dcmread(p).save_as(out)
+"""
+
+SITK_CONVERT = """
+import sys
+from pathlib import Path
+import SimpleITK as sitk
+out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
+for n, folder in enumerate(sorted({p.parent for p in Path(sys.argv[1]).rglob("*.dcm")})):
+    reader = sitk.ImageSeriesReader()
+    reader.SetFileNames(reader.GetGDCMSeriesFileNames(str(folder)))
+    sitk.WriteImage(reader.Execute(), str(out / f"s{n}.nii.gz"))
+"""
+
+OURS_CONVERT = """
+import sys
+from pathlib import Path
+import nibabel as nib
+from curation.imaging.convert import convert_path
+out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
+for n, folder in enumerate(sorted({p.parent for p in Path(sys.argv[1]).rglob("*.dcm")})):
+    img, info = convert_path(folder)
+    nib.save(img, str(out / f"s{n}.nii.gz"))
+"""
+
+SITK_NORMALIZE = """
+import sys
+from pathlib import Path
+import SimpleITK as sitk
+out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
+for n, f in enumerate(sorted(Path(sys.argv[1]).glob("*.nii.gz"))):
+    img = sitk.DICOMOrient(sitk.ReadImage(str(f)), "RAS")
+    size = [int(round(sz * sp)) for sz, sp in zip(img.GetSize(), img.GetSpacing())]
+    img = sitk.Resample(img, size, sitk.Transform(), sitk.sitkLinear, img.GetOrigin(), (1.0, 1.0, 1.0),
+                        img.GetDirection(), 0.0, sitk.sitkFloat32)
+    img = sitk.RescaleIntensity(img, 0, 255)
+    sitk.WriteImage(img, str(out / f"n{n}.nii.gz"))
+    arr = sitk.GetArrayFromImage(img)
+    sitk.WriteImage(sitk.Cast(sitk.GetImageFromArray(arr[arr.shape[0] // 2]), sitk.sitkUInt8), str(out / f"n{n}.png"))
+"""
+
+
+def wall(cmd: list[str], cwd: Path | None = None) -> float:
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])}... failed:\n{proc.stderr[-2000:]}")
+    return time.perf_counter() - t
+
+
+def timed_py(code: str, *args: str, cwd: Path | None = None) -> float:
+    t = time.perf_counter()
+    run_py(code, *args, cwd=cwd)
+    return time.perf_counter() - t
+
+
+def run(work: Path, root: Path) -> list[Figure]:
+    from curation.demo.corpus import write_demo_corpus
+
+    raw = work / "raw"
+    write_demo_corpus(raw)
+    src = raw / "adni" / "ADNI"
+    files = sorted(src.rglob("*.dcm"))
+    mb = sum(f.stat().st_size for f in files) / 1e6
+    curate = str(Path(sys.executable).with_name("curate"))
+    out: list[Figure] = []
+
+    # -- de-identification -----------------------------------------------------------------------------
+    t_cp = wall(["cp", "-r", str(src), str(work / "cp")])
+    t_pyd = timed_py(PYDICOM_RW, str(src), str(work / "pydicom"))
+    t_dcg = wall([sys.executable, "-m", "dicognito", "-o", str(work / "dicognito"), "--seed", "42", str(src)])
+    t_ours = wall([curate, "deid", "dicom", str(src), str(work / "ours"), "--params", str(root / "params.yaml")],
+                  cwd=work)
+    for label, t in (("python -m dicognito", t_dcg), ("bare pydicom read+write", t_pyd), ("cp -r", t_cp)):
+        out.append(Figure("deid_dicom", f"curate deid dicom, {len(files)} files, {mb:.1f} MB", t_ours, "s", label, t,
+                          t_ours / t, "", None, {"files_per_s": round(len(files) / t_ours, 1),
+                                                  "mb_per_s": round(mb / t_ours, 2),
+                                                  "reference_files_per_s": round(len(files) / t, 1)}))
+
+    # -- conversion ------------------------------------------------------------------------------------
+    import dcm2niix
+
+    binary = Path(dcm2niix.__file__).with_name("dcm2niix")
+    (work / "d2n").mkdir()
+    t_d2n = wall([str(binary), "-z", "y", "-b", "n", "-o", str(work / "d2n"), str(src)])
+    t_sitk = timed_py(SITK_CONVERT, str(src), str(work / "sitk"))
+    t_conv = timed_py(OURS_CONVERT, str(src), str(work / "conv"), cwd=root)
+    n_series = len({f.parent for f in files})
+    for label, t in (("SimpleITK series reader alone", t_sitk), ("dcm2niix binary", t_d2n)):
+        out.append(Figure("convert", f"DICOM series -> canonical NIfTI, {n_series} series", t_conv, "s", label, t,
+                          t_conv / t))
+
+    # -- normalization + rendering ---------------------------------------------------------------------
+    t_bare = timed_py(SITK_NORMALIZE, str(work / "conv"), str(work / "sitknorm"))
+    norm = """
+import os, sys, time, json
+from pathlib import Path
+os.environ.setdefault("CURATION_SECRET", "benchmark-secret")
+from curation.deid.stage import run as deid
+from curation.imaging.normalize import run as normalize
+from curation.ingest import run as ingest
+from curation.params import load_params
+root, work, workers = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+p = load_params(root / "params.yaml")
+os.chdir(work)
+if not (work / "deid").exists():
+    ingest(p.ingest, "adni", work / "raw" / "adni", work / "ingest" / "adni")
+    deid(p.deidentify, work / "ingest", work / "deid")
+t = time.perf_counter()
+r = normalize(p.normalize, work / "deid", work / f"norm{workers}", workers=workers)
+print(json.dumps({"seconds": time.perf_counter() - t, "series": r.outputs}))
+"""
+    import json
+
+    one = json.loads(run_py(norm, str(root), str(work), "1"))
+    two = json.loads(run_py(norm, str(root), str(work), "2"))
+    out.append(Figure("normalize", f"normalize + render, {n_series} volumes, 1 worker", one["seconds"], "s",
+                      "bare SimpleITK orient+resample+rescale+1 PNG", t_bare, one["seconds"] / t_bare, "", None,
+                      {"per_volume_s": round(one["seconds"] / n_series, 3)}))
+    out.append(Figure("normalize", "normalize + render, 2 workers", two["seconds"], "s", "same, 1 worker",
+                      one["seconds"], two["seconds"] / one["seconds"], "< 1 on 2 cores", two["seconds"] < one["seconds"]))
+    shutil.rmtree(work / "cp", ignore_errors=True)
+    return out

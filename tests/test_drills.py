@@ -1,0 +1,205 @@
+"""Reliability drills: killed stages, a flaky LLM endpoint, and a corpus full of malformed inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from curation.params import LlmParams, load_params
+from curation.records import read_jsonl
+from curation.schema import Item
+from curation.testing.openai_server import OpenAIServer, Reply
+
+from .conftest import ROOT
+from .scripted_llm import generation_responder
+
+CURATE = str(Path(sys.executable).with_name("curate"))
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Checksums of every file; record files have their own output path written as OUT (runs differ only there)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            data = p.read_bytes()
+            if p.suffix in (".jsonl", ".json"):
+                data = data.replace(str(root).encode(), b"OUT")
+            out[p.relative_to(root).as_posix()] = hashlib.sha256(data).hexdigest()
+    return out
+
+
+def env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **extra}
+
+
+def kill_midway(cmd: list[str], cwd: Path, out: Path, ready, e: dict[str, str], timeout: float = 300) -> None:
+    """Start ``cmd``, SIGKILL it as soon as ``ready()`` says it is midway, and check nothing half-written shows."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and proc.poll() is None and not ready():
+            time.sleep(0.05)
+        assert proc.poll() is None, "the stage finished before it could be killed midway"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not out.exists(), "a killed stage must leave no output at its output path"
+
+
+def building(out: Path, min_files: int = 1):
+    def ready() -> bool:
+        return any(sum(1 for _ in d.rglob("*")) >= min_files for d in out.parent.glob(f".{out.name}.*.building"))
+
+    return ready
+
+
+@pytest.mark.parametrize(("stage", "src"), [("normalize", "deid"), ("deid", "ingest")])
+def test_sigkill_midway_then_rerun_matches_an_uninterrupted_run(pipeline, tmp_path, stage, src):
+    params = str(ROOT / "params.yaml")
+    e = env()
+    a, b = tmp_path / "a" / "out", tmp_path / "b" / "out"
+
+    def cmd(out: Path) -> list[str]:
+        return [CURATE, *(["deid", "run"] if stage == "deid" else [stage]), src, str(out), "--params", params]
+
+    # records hold paths relative to the project, so the stage runs in the pipeline's folder
+    kill_midway(cmd(a), pipeline, a, building(a, 3), e)
+    for out in (a, b):
+        r = subprocess.run(cmd(out), cwd=pipeline, env=e, capture_output=True, text=True, check=False)
+        assert r.returncode == 0, r.stderr
+    assert not list(a.parent.glob(".out.*")), "leftovers of the killed run are cleaned up"
+    assert tree_digest(a) == tree_digest(b)
+
+
+def test_sigkill_generate_with_llm_then_rerun_is_identical(pipeline, tmp_path):
+    slow = generation_responder()
+    with OpenAIServer(lambda body, n: (lambda r: Reply(r.content, r.status, 0.05))(slow(body, n))) as server:
+        e = env(CURATION_LLM_BASE_URL=server.base_url, CURATION_LLM_MODEL="local-test")
+        prm = tmp_path / "params.yaml"
+        p = load_params(ROOT / "params.yaml")
+        p.generate.templates_dir = str(ROOT / p.generate.templates_dir)
+        p.generate.knowledge = str(ROOT / p.generate.knowledge)
+        p.generate.prompts_dir = str(ROOT / p.generate.prompts_dir)
+        p.llm.concurrency = 2
+        prm.write_text(json.dumps({"generate": p.generate.model_dump(), "llm": p.llm.model_dump()}))
+        cmd = [CURATE, "generate", str(pipeline / "extract"), "out", "--params", str(prm)]
+        a, b = tmp_path / "a", tmp_path / "b"
+        a.mkdir()
+        b.mkdir()
+        kill_midway(cmd, a, a / "out", lambda: server.calls >= 20, e)
+        calls_before = server.calls
+        r = subprocess.run(cmd, cwd=a, env=e, capture_output=True, text=True, check=False)
+        assert r.returncode == 0, r.stderr
+        resumed = server.calls - calls_before
+        server.reset()
+        r = subprocess.run(cmd, cwd=b, env=e, capture_output=True, text=True, check=False)
+        assert r.returncode == 0, r.stderr
+        full = server.calls
+    assert (a / "out" / "items.jsonl").read_bytes() == (b / "out" / "items.jsonl").read_bytes()
+    assert resumed < full, "answers cached before the kill are not asked again"
+
+
+def test_flaky_llm_endpoint_stage_finishes_with_bounded_retries(pipeline, tmp_path, monkeypatch):
+    from curation.generate.stage import run
+
+    monkeypatch.chdir(pipeline)
+    good = generation_responder()
+    seen: dict[str, int] = {}
+
+    def flaky(body, n):
+        key = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()
+        seen[key] = seen.get(key, 0) + 1
+        bucket = int(key[:8], 16) % 20
+        if bucket < 2:
+            return Reply(status=500)  # always fails
+        if bucket < 4:
+            return Reply("Here you go: {definitely not json")  # garbage, not retried
+        if bucket < 6 and seen[key] == 1:
+            return Reply(status=429)  # recovers on retry
+        if bucket < 7 and seen[key] == 1:
+            return Reply('{"late": true}', delay=1.0)  # times out once, then recovers
+        return good(body, n)
+
+    p = load_params(ROOT / "params.yaml").generate
+    p.templates_dir, p.knowledge, p.prompts_dir = (str(ROOT / x) for x in (p.templates_dir, p.knowledge, p.prompts_dir))
+    with OpenAIServer(flaky) as server:
+        llm = LlmParams(base_url=server.base_url, model="local-test", max_retries=2, backoff_s=0.01, timeout_s=0.5,
+                        cache_dir=str(tmp_path / "cache"))
+        report = run(p, pipeline / "extract", tmp_path / "out", llm=llm)
+        requests = len(seen)
+        assert server.calls <= 3 * requests, "retries are bounded by max_retries"
+        failures = list(read_jsonl(tmp_path / "out" / "llm_failures.jsonl"))
+        kinds = {f["error"] for f in failures}
+        assert kinds <= {"http_500", "malformed_json"} and "http_500" in kinds
+        assert report.metrics["llm_retries"] > 0
+        assert len(list(read_jsonl(tmp_path / "out" / "items.jsonl", Item))) >= len(
+            list(read_jsonl(pipeline / "generate" / "items.jsonl", Item)))
+        # with the endpoint healthy again, only the failed calls are made: every good answer was cached
+        server.set_responder(good)
+        server.reset()
+        run(p, pipeline / "extract", tmp_path / "again", llm=llm)
+        assert server.calls == len(failures)
+
+
+def test_malformed_corpus_through_the_whole_pipeline(pipeline, raw_copy, tmp_path, monkeypatch):
+    from curation.deid.stage import run as deid
+    from curation.generate.stage import run as generate
+    from curation.imaging.normalize import run as normalize
+    from curation.ingest import run as ingest
+    from curation.nlp.extract import run as extract
+    from curation.quality.filter import run as filt
+
+    dcm = sorted((raw_copy / "adni" / "ADNI" / "027_S_0074").rglob("*.dcm"))
+    dcm[2].write_bytes(dcm[2].read_bytes()[:-5000])  # truncated
+    dcm[5].write_bytes(dcm[5].read_bytes()[132:])  # no preamble: not a DICOM Part 10 file
+    (dcm[7].parent / "notes.dcm").write_bytes(b"\x00" * 128 + b"DICM" + b"garbage")  # preamble, no meta
+    import pydicom
+
+    ds = pydicom.dcmread(dcm[9])
+    ds.StudyDate = "2019-13-45"  # wrong value for its VR (DA)
+    ds.save_as(dcm[9])
+    (raw_copy / "case-reports" / "broken.xml").write_text("<article><front>")
+    csv = raw_copy / "adni" / "ADNIMERGE.csv"
+    csv.write_text(csv.read_text() + "oops,not,enough\n")
+    img = next((raw_copy / "oasis1").rglob("*.img"))
+    img.write_bytes(img.read_bytes()[:1000])
+
+    p = load_params(ROOT / "params.yaml")
+    p.generate.templates_dir, p.generate.knowledge = str(ROOT / p.generate.templates_dir), str(ROOT / p.generate.knowledge)
+    p.extract.lexicon = str(ROOT / p.extract.lexicon)
+    # the demo has only three case-report files: one broken file is a third of the inputs
+    p.ingest.max_failure_rate = p.deidentify.max_failure_rate = p.normalize.max_failure_rate = 0.5
+    monkeypatch.chdir(tmp_path)
+    w = tmp_path / "w"
+    reasons: dict[str, set[str]] = {}
+    for s in p.sources:
+        r = ingest(p.ingest, s, raw_copy / s, w / "ingest" / s)
+        reasons[s] = set(r.failures) | set(r.skipped)
+    assert {"dicom_truncated", "dicom_no_meta", "skipped:not_dicom", "csv_bad_row"} <= reasons["adni"], reasons["adni"]
+    assert "xml_invalid" in reasons["case-reports"]
+    assert reasons["oasis1"] & {"volume_unreadable", "analyze_truncated"}
+    r = deid(p.deidentify, w / "ingest", w / "deid")
+    normalize(p.normalize, w / "deid", w / "normalize")
+    extract(p.extract, w / "normalize", w / "extract")
+    generate(p.generate, w / "extract", w / "generate")
+    filt(p.filter, w / "generate", w / "filter")
+    # every good case still comes out (the OASIS-1 session whose only volume is unreadable is the one loss)
+    clean = {c["case_id"] for c in read_jsonl(pipeline / "extract" / "cases.jsonl")}
+    dirty = {c["case_id"] for c in read_jsonl(w / "extract" / "cases.jsonl")}
+    assert dirty <= clean and len(clean - dirty) <= 1
+    adni = [c for c in read_jsonl(w / "extract" / "cases.jsonl") if c["source"] == "adni"]
+    assert len(adni) == 3 and all(v["series"] for c in adni for v in c["visits"])
+    for q in read_jsonl(w / "ingest" / "adni" / "quarantine.jsonl"):
+        assert q["reason"] and q["path"]
+    shutil.rmtree(w, ignore_errors=True)

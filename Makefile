@@ -48,6 +48,7 @@ test: setup review-tools ## run the whole test suite (starts Label Studio, a loc
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: setup ## measure against the anchors; writes benchmarks/results.json and results.md
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python -m benchmarks.run
 
 lint: setup

@@ -90,6 +90,7 @@ class FilterParams(Section):
     # near-duplicates: MinHash Jaccard over character 5-grams, within a case and against known benchmark questions
     near_duplicate_threshold: float = Field(0.8, ge=0, le=1)
     known_questions: str | None = None
+    lexicon: str | None = "templates/knowledge/lexicon.yaml"  # synonyms for the leakage gate
     # model-based gates run only when an endpoint is configured (llm section); otherwise reported skipped
     llm_verifier: bool = True
     text_only_check: bool = True

@@ -169,6 +169,20 @@ def test_evaluate_end_to_end_against_hand_computed_values(pipeline, tmp_path):
     for d in {d for r in rows for d in r["visual_dims"]}:
         ids = [r["item_id"] for r in rows if d in r["visual_dims"]]
         assert m["by_visual_dim"][d]["pass_at_1"] == pytest.approx(sum(P[1][correct[i]] for i in ids) / len(ids), abs=1e-4)
+    for d in {d for r in rows for d in r["reasoning_dims"]}:
+        ids = [r["item_id"] for r in rows if d in r["reasoning_dims"]]
+        assert m["by_reasoning_dim"][d]["pass_at_1"] == pytest.approx(sum(P[1][correct[i]] for i in ids) / len(ids), abs=1e-4)
+    for src in {r["source"] for r in rows}:
+        ids = [r["item_id"] for r in rows if r["source"] == src]
+        assert m["by_source"][src]["pass_at_1"] == pytest.approx(sum(P[1][correct[i]] for i in ids) / len(ids), abs=1e-4)
+    # breadth: mean pass@1 over task types; depth: pass@1 over items with a reasoning dimension
+    per_type = {}
+    for r in rows:
+        per_type.setdefault(r["task_type"], []).append(P[1][correct[r["item_id"]]])
+    assert m["breadth"] == pytest.approx(sum(sum(v) / len(v) for v in per_type.values()) / len(per_type), abs=1e-3)
+    deep = [P[1][correct[r["item_id"]]] for r in rows if r["reasoning_dims"]]
+    assert m["depth"] == pytest.approx(sum(deep) / len(deep), abs=1e-4)
+    assert m["by_difficulty"]["unrated"]["n_items"] == n_items
     # error taxonomy: refusals are format errors, wrong letters are judged perceptual, wrong open answers hallucinated
     mcq_rows = [r for r in rows if r["format"] == "mcq"]
     refusals = sum(1 for j, r in enumerate(mcq_rows) for s in range(4) if s >= j % 5 and (s + j) % 2 == 0)

@@ -149,3 +149,16 @@ def test_splits_stratified_patient_disjoint_with_private_test(pipeline, tmp_path
     assert max(report.metrics["balance"]["task_type"].values()) <= 5
     assert report.counts["rejected:rebalanced_out"] > 0
     assert "task_type:direct_diagnosis" in report.metrics["underfilled_cells"]
+
+
+def test_synonym_leak_and_grammar_cue_are_caught(pipeline):
+    from curation.quality.filter import check, load_synonyms
+
+    syn = load_synonyms(ROOT / "templates" / "knowledge" / "lexicon.yaml")
+    item = next(i for i in generated(pipeline) if i.template_id == "lesion_recognition" and i.answer == "mass")
+    assert check(item, syn) == []
+    leaky = item.model_copy(update={"context": "A heterogeneous tumour was seen."})
+    assert check(leaky, syn) == ["answer_leak_synonym"]
+    opts = ["abscess", "mass", "infarct", "enhancing lesion", "oedema"]
+    cue = item.model_copy(update={"question": "The MRI shows a", "options": opts, "answer": "mass", "answer_index": 1})
+    assert "mcq_answer_by_grammar" in check(cue, syn)

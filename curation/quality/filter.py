@@ -19,7 +19,34 @@ def _norm(text: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9 ]", " ", text.lower()).split())
 
 
-def check(item: Item) -> list[str]:
+def load_synonyms(lexicon: str | Path | None) -> list[set[str]]:
+    """Groups of interchangeable terms (a label and its surface forms) from the extraction lexicon."""
+    if not lexicon or not Path(lexicon).exists():
+        return []
+    import yaml
+
+    lex = yaml.safe_load(Path(lexicon).read_text()) or {}
+    groups = []
+    for cat in ("findings", "anatomy", "sequences", "diagnoses"):
+        for label, terms in (lex.get(cat) or {}).items():
+            groups.append({_norm(label), *(_norm(t) for t in terms)} - {""})
+    return groups
+
+
+def _article_cue(item: Item) -> bool:
+    """The question ends in "a"/"an" and only the answer agrees with that article."""
+    words = item.question.rstrip(" ?.:").split()
+    if not words or words[-1].lower() not in ("a", "an"):
+        return False
+
+    def agrees(option: str) -> bool:
+        vowel = option[:1].lower() in "aeiou"
+        return vowel == (words[-1].lower() == "an")
+
+    return agrees(item.answer) and not any(agrees(o) for o in item.options if _norm(o) != _norm(item.answer))
+
+
+def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
     """Reasons an item is unusable; empty when it passes every gate."""
     reasons = []
     texts = [item.question, item.answer, item.context, *item.options, *(t.text for t in item.turns)]
@@ -38,6 +65,8 @@ def check(item: Item) -> list[str]:
         lengths = sorted(len(o) for o in item.options if _norm(o) != _norm(item.answer))
         if lengths and len(item.answer) > 2.5 * max(lengths[-1], 1) and len(item.answer) > 30:
             reasons.append("mcq_answer_by_length")
+        if _article_cue(item):
+            reasons.append("mcq_answer_by_grammar")
     if not item.images:
         reasons.append("no_image")
     for img in item.images:
@@ -57,6 +86,11 @@ def check(item: Item) -> list[str]:
         visible = _norm(item.question + " " + item.context)
         if re.search(rf"\b{re.escape(ans)}\b", visible):
             reasons.append("answer_leak")
+        else:  # a synonym of the answer (from the lexicon) gives it away just as well
+            for group in synonyms or []:
+                if ans in group and any(len(t) >= 4 and re.search(rf"\b{re.escape(t)}\b", visible) for t in group):
+                    reasons.append("answer_leak_synonym")
+                    break
     return reasons
 
 
@@ -77,9 +111,10 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
         rejected.append({"item_id": item.item_id, "template_id": item.template_id, "reasons": reasons,
                          **({"detail": detail} if detail else {})})
 
+    synonyms = load_synonyms(params.lexicon)
     for item in read_jsonl(src / "items.jsonl", Item):
         report.inputs += 1
-        reasons = check(item)
+        reasons = check(item, synonyms)
         if reasons:
             reject(item, reasons)
         else:

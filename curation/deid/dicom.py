@@ -329,23 +329,22 @@ def _clean_text(text: str, tokens: list[str]) -> str:
 def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, patient_key: str | None,
                     pseudonym: str | None) -> dict[str, Any]:
     """De-identify one file to ``dst`` (atomically); never raises on a bad input."""
-    import pydicom
-
-    from curation.ingest.dicomscan import inspect_dicom
+    from curation.ingest.dicomscan import read_checked
     from curation.records import atomic_open
 
-    info = inspect_dicom(src)
-    if not info["ok"]:
+    ds, info = read_checked(src)  # one read: the checks and the de-identification share the dataset
+    if ds is None:
         return {"ok": False, "reason": info["reason"], "detail": info["detail"]}
     try:
-        ds = pydicom.dcmread(src)
         key = patient_key or str(ds.get("PatientID", "") or "unknown")
         pseud = pseudonym or "ANON-" + hmac.new(secret, key.encode(), hashlib.sha256).hexdigest()[:12]
         outcome = Deidentifier(params, secret).deidentify(ds, key, pseud)
         if not outcome.ok:
             return {"ok": False, "reason": outcome.reason, "detail": outcome.detail}
         Path(dst).parent.mkdir(parents=True, exist_ok=True)
-        with atomic_open(dst, "wb") as fh:
+        # atomic (temp + rename) without a per-file fsync: a killed run never leaves a partial file, and the
+        # stage's output folder as a whole is swapped in only on success
+        with atomic_open(dst, "wb", durable=False) as fh:
             ds.save_as(fh, enforce_file_format=True)
         return {"ok": True, "actions": outcome.actions}
     except Exception as exc:

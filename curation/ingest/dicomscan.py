@@ -27,6 +27,33 @@ def inspect_dicom(path: str) -> dict[str, Any]:
         return {"ok": False, "reason": "dicom_invalid", "detail": str(exc)}
     except Exception as exc:  # pydicom raises many types on broken files
         return {"ok": False, "reason": "dicom_unreadable", "detail": f"{type(exc).__name__}: {exc}"}
+    return check_dataset(ds)
+
+
+def read_checked(path: str) -> tuple[Any, dict[str, Any]]:
+    """Read a file once: ``(dataset, header info)`` or ``(None, {"ok": False, "reason", "detail"})``."""
+    import pydicom
+    from pydicom.errors import InvalidDicomError
+
+    try:
+        with Path(path).open("rb") as fh:
+            head = fh.read(132)
+    except OSError as exc:
+        return None, {"ok": False, "reason": "unreadable", "detail": str(exc)}
+    if len(head) < 132 or head[128:132] != b"DICM":
+        return None, {"ok": False, "reason": "skipped:not_dicom", "detail": "no DICM preamble"}
+    try:
+        ds = pydicom.dcmread(path)
+    except InvalidDicomError as exc:
+        return None, {"ok": False, "reason": "dicom_invalid", "detail": str(exc)}
+    except Exception as exc:  # pydicom raises many types on broken files
+        return None, {"ok": False, "reason": "dicom_unreadable", "detail": f"{type(exc).__name__}: {exc}"}
+    info = check_dataset(ds)
+    return (ds if info["ok"] else None), info
+
+
+def check_dataset(ds: Any) -> dict[str, Any]:
+    """Header fields of a read dataset, or why it cannot be used (no meta, DICOMDIR, truncated pixels...)."""
     meta = getattr(ds, "file_meta", None)
     if meta is None or "TransferSyntaxUID" not in meta:
         return {"ok": False, "reason": "dicom_no_meta", "detail": "file meta information missing"}

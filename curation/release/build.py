@@ -143,7 +143,12 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
         licenses = sorted({r["license"] for r in rows})
         croissant.write(staging, params, name, f"{name}: multimodal neurology reasoning benchmark, {len(rows)} items.",
                         licenses)
-        write_text(staging / "README.md", render_card(params, name, rows, counts, files, dict(checks)))
+        from curation.review.merge import agreement as review_agreement
+
+        ag = review_agreement({i.item_id: i.review.decisions for i in items if i.review and i.review.decisions})
+        agreement = {"doubly_reviewed": ag["doubly_reviewed"], "kappa": ag["cohen_kappa_verdict"],
+                     "alpha": ag["krippendorff_alpha_verdict"]}
+        write_text(staging / "README.md", render_card(params, name, rows, counts, files, dict(checks), agreement))
         findings = verify_dir(staging)
         if findings:
             report.metrics["deid_findings"] = [f.line() for f in findings[:50]]

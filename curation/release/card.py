@@ -11,7 +11,7 @@ from curation.params import ReleaseParams
 
 
 def render_card(params: ReleaseParams, name: str, rows: list[dict[str, Any]], counts: dict[str, dict[str, int]],
-                files: list[str], checks: dict[str, int] | None = None) -> str:
+                files: list[str], checks: dict[str, int] | None = None, agreement: dict[str, Any] | None = None) -> str:
     text = resources.files("curation.release").joinpath("card.md.j2").read_text()
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     n = len(rows)
@@ -26,7 +26,7 @@ def render_card(params: ReleaseParams, name: str, rows: list[dict[str, Any]], co
     return env.from_string(text).render(
         params=params, name=name, n=n, size=size, counts=counts, files=files,
         splits=sorted({f.split("/")[1].split("-")[0] for f in files}), sources=sources,
-        redistribution=params.redistribution, checks=checks or {},
+        redistribution=params.redistribution, checks=checks or {}, agreement=agreement or {},
     )
 
 

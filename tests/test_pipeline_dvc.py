@@ -72,6 +72,47 @@ def test_second_repro_is_a_no_op(project: tuple[Path, dict[str, str]]) -> None:
     assert (proj / "dvc.lock").read_bytes() == before
 
 
+def _digest(root: Path) -> dict[str, str]:
+    import hashlib
+
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_dvc_repro_killed_midway_then_rerun_gives_identical_outputs(project: tuple[Path, dict[str, str]]) -> None:
+    import signal
+    import time
+
+    proj, env = project
+    out = proj / "data" / "interim" / "normalize"
+    before = _digest(out)
+    params = proj / "params.yaml"
+    text = params.read_text()
+    # a params change that re-runs the normalize stage without changing what it produces
+    params.write_text(text.replace("normalize:\n  max_failure_rate: 0.2", "normalize:\n  max_failure_rate: 0.25"))
+    assert params.read_text() != text
+    proc = subprocess.Popen(["dvc", "repro"], cwd=proj, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    staging: list[Path] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        staging = [d for d in out.parent.glob(".normalize.*.building") if sum(1 for _ in d.rglob("*.png")) >= 5]
+        if staging:
+            break
+        time.sleep(0.05)
+    assert staging and proc.poll() is None, "dvc repro should be midway through normalize"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    # nothing half-written at the output path: the old output or none at all
+    assert not out.exists() or _digest(out) == before
+    r = _run(["dvc", "repro"], proj, env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert _digest(out) == before, "the rerun gives exactly what an uninterrupted run gives"
+    assert not list(out.parent.glob(".normalize.*")), "leftovers of the killed run are gone"
+    r = _run(["dvc", "status"], proj, env)
+    assert "up to date" in r.stdout.lower(), r.stdout
+
+
 def test_bad_inputs_dropped_into_raw_are_quarantined(project: tuple[Path, dict[str, str]]) -> None:
     proj, env = project
     victim = sorted((proj / "data/raw/adni/ADNI/027_S_0074").rglob("*.dcm"))[3]

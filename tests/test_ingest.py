@@ -141,3 +141,69 @@ def test_real_pmc_case_reports(tmp_path: Path) -> None:
     assert all(f.missing for c in cases for f in c.figures)
     assert rep["incomplete_by_reason"] == {"incomplete:figure_missing": 8}
     assert rep["failed"] == 0
+
+
+def test_oasis1_spreadsheet_gives_the_same_cases_as_the_csv(raw_copy: Path, tmp_path: Path) -> None:
+    import csv
+
+    import openpyxl
+
+    src = raw_copy / "oasis1"
+    from_csv, _, _ = _ingest("oasis1", src, tmp_path / "csv")
+    table = list(csv.reader((src / "oasis_cross-sectional.csv").read_text().splitlines()))
+    wb = openpyxl.Workbook()
+    for row in table:
+        wb.active.append([float(v) if v.replace(".", "", 1).isdigit() else (v or None) for v in row])
+    wb.save(src / "oasis_cross-sectional.xlsx")
+    (src / "oasis_cross-sectional.csv").unlink()
+    from_xlsx, quarantine, _ = _ingest("oasis1", src, tmp_path / "xlsx")
+    assert golden_summary(from_xlsx) == golden_summary(from_csv)  # the same cases; only output paths differ
+    (src / "oasis_cross-sectional.xlsx").write_bytes(b"PK\x03\x04 not really a spreadsheet")
+    _, quarantine, _ = _ingest("oasis1", src, tmp_path / "bad")
+    assert [q["reason"] for q in quarantine if q["path"].endswith(".xlsx")] == ["spreadsheet_malformed"]
+
+
+def test_case_reports_in_an_articles_wrapper(raw_copy: Path, tmp_path: Path) -> None:
+    src = raw_copy / "case-reports"
+    one, _, _ = _ingest("case-reports", src, tmp_path / "one")
+    bodies = []
+    for f in sorted(src.glob("*.nxml")):
+        text = f.read_text()
+        bodies.append(text[text.index("<article"):])
+        f.unlink()
+    (src / "bundle.xml").write_text('<?xml version="1.0"?>\n<articles>\n' + "\n".join(bodies) + "\n</articles>\n")
+    wrapped, quarantine, rep = _ingest("case-reports", src, tmp_path / "wrapped")
+    assert [c.publication.pmcid for c in wrapped] == [c.publication.pmcid for c in one] == ["PMC9000001"]
+    assert wrapped[0].figures[0].path and wrapped[0].presentation == one[0].presentation
+    assert any(q["reason"] == "skipped:not_case_report" for q in quarantine)
+
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def golden_summary(cases: list[Case]) -> list[dict]:
+    """What a source's ingest must produce from the demo tree, without volatile fields (paths, provenance)."""
+    out = []
+    for c in cases:
+        out.append({
+            "case_id": c.case_id, "source": c.source.value, "patient": c.patient.model_dump(),
+            "diagnosis": c.diagnosis.model_dump(), "license": c.license,
+            "visits": [{"visit_id": v.visit_id, "days": v.days_from_baseline, "diagnosis": v.diagnosis,
+                        "scores": v.scores, "series": [{"sequence": s.sequence, "n_files": len(s.files),
+                                                        "description": s.description} for s in v.series]}
+                       for v in c.visits],
+            "figures": [{"figure_id": f.figure_id, "label": f.label, "missing": f.missing} for f in c.figures],
+            "ehr": c.ehr,
+        })
+    return out
+
+
+@pytest.mark.parametrize("source", ["adni", "oasis1", "oasis3", "radiopaedia", "case-reports"])
+def test_golden_ingest(source: str, demo_raw: Path, tmp_path: Path) -> None:
+    """Golden in/ref: the generated demo tree (in) must ingest to the committed reference (ref).
+
+    After an intended change, regenerate the references with `python scripts/update_golden.py` and review the diff.
+    """
+    cases, _, _ = _ingest(source, demo_raw / source, tmp_path / "o")
+    ref = json.loads((GOLDEN / f"{source}.json").read_text())
+    assert json.loads(json.dumps(golden_summary(cases), default=str)) == ref

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from curation.errors import InputError
@@ -13,7 +13,7 @@ from curation.report import Report
 from curation.schema import Case, SourceName
 
 
-def _registry() -> dict[SourceName, Callable[[IngestContext], list[Case]]]:
+def _registry() -> dict[SourceName, Callable[[IngestContext], Iterable[Case]]]:
     from curation.ingest import adni, case_reports, oasis1, oasis3, radiopaedia
 
     return {
@@ -41,11 +41,20 @@ def run(params: IngestParams, source: str, src: Path, dst: Path, *, workers: int
         ctx = IngestContext(source=name.value, raw=src, staging=staging, final=Path(dst), report=report,
                             spec=load_spec(name.value), workers=workers, scheduler=scheduler,
                             copy_files=params.copy_files)
-        cases = sorted(_registry()[name](ctx), key=lambda c: c.case_id)
-        report.outputs = write_jsonl(staging / "cases.jsonl", cases)
-        report.counts["cases"] = len(cases)
-        report.counts["series"] = sum(len(c.all_series()) for c in cases)
-        report.counts["figures"] = sum(len(c.figures) for c in cases)
+        made = _registry()[name](ctx)
+        # small sources return lists (sorted by case id); large ones yield cases as they are built (streaming)
+        cases: Iterable[Case] = sorted(made, key=lambda c: c.case_id) if isinstance(made, list) else made
+
+        def counted(it: Iterable[Case]) -> Iterator[Case]:
+            for c in it:
+                report.counts["series"] += len(c.all_series())
+                report.counts["figures"] += len(c.figures)
+                yield c
+
+        report.counts["series"] += 0
+        report.counts["figures"] += 0
+        report.outputs = write_jsonl(staging / "cases.jsonl", counted(cases))
+        report.counts["cases"] = report.outputs
         report.write_quarantine(staging / "quarantine.jsonl")
         # participant identifiers stay here, outside anything a release reads
         write_jsonl(staging / "private" / "id_map.jsonl", sorted(ctx.id_map, key=lambda r: r["case_id"]))

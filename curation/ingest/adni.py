@@ -6,11 +6,13 @@ import re
 from collections import defaultdict
 from datetime import date, datetime
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from curation.ingest.base import IngestContext, numeric_scores, read_csv_rows, to_float
 from curation.ingest.dicomscan import inspect_dicom
 from curation.parallel import pmap
+from curation.records import batched
 from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
 
 PTID = re.compile(r"^\d{3}_S_\d{4}$")
@@ -33,7 +35,7 @@ def _scan_folder(folder: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
     return folder, [(str(f), inspect_dicom(str(f))) for f in files]
 
 
-def ingest(ctx: IngestContext) -> list[Case]:
+def ingest(ctx: IngestContext) -> Iterator[Case]:
     spec = ctx.spec
     cols = spec["columns"]
     visits_by_ptid: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -50,18 +52,36 @@ def ingest(ctx: IngestContext) -> list[Case]:
                 continue
             visits_by_ptid[row["subject_id"]].append(row)
 
-    # image folders: ADNI/<PTID>/<desc>/<stamp>/<image id>/
+    # image folders: ADNI/<PTID>/<desc>/<stamp>/<image id>/. Participants are read a batch at a time and their
+    # cases yielded, so a large download never has all its paths or headers in memory at once.
     image_root = ctx.raw / "ADNI" if (ctx.raw / "ADNI").is_dir() else ctx.raw
+    for path in sorted(image_root.iterdir()):
+        if path.is_file() and path.suffix.lower() != ".csv":
+            ctx.report.skip(ctx.rel_raw(path), "not_in_image_layout", "file outside <PTID>/<desc>/<date>/<id>/")
+    participants = sorted(p for p in image_root.iterdir() if p.is_dir())
+    seen: set[str] = set()
+    for batch in batched(participants, PARTICIPANTS_PER_BATCH):
+        series_by_ptid = _scan_participants(ctx, image_root, batch)
+        for pdir in batch:
+            ptid = pdir.name
+            seen.add(ptid)
+            yield _build_case(ctx, ptid, visits_by_ptid.get(ptid, []), series_by_ptid.get(ptid, []))
+    for ptid in sorted(set(visits_by_ptid) - seen):  # clinical rows without images
+        yield _build_case(ctx, ptid, visits_by_ptid[ptid], [])
+
+
+PARTICIPANTS_PER_BATCH = 64
+
+
+def _scan_participants(ctx: IngestContext, image_root: Path, participants: list[Path]) -> dict[str, list[dict[str, Any]]]:
     folders: list[str] = []
-    for path in sorted(image_root.rglob("*")):
-        if path.is_file():
-            rel = path.relative_to(image_root).parts
-            if len(rel) != 5:
-                if path.suffix.lower() != ".csv":
-                    ctx.report.skip(ctx.rel_raw(path), "not_in_image_layout", "file outside <PTID>/<desc>/<date>/<id>/")
-                continue
-        elif path.is_dir() and len(path.relative_to(image_root).parts) == 4:
-            folders.append(str(path))
+    for pdir in participants:
+        for path in sorted(pdir.rglob("*")):
+            depth = len(path.relative_to(image_root).parts)
+            if path.is_file() and depth != 5:
+                ctx.report.skip(ctx.rel_raw(path), "not_in_image_layout", "file outside <PTID>/<desc>/<date>/<id>/")
+            elif path.is_dir() and depth == 4:
+                folders.append(str(path))
     series_by_ptid: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for folder, results in pmap(_scan_folder, folders, workers=ctx.workers, scheduler=ctx.scheduler):
         fpath = Path(folder)
@@ -84,11 +104,7 @@ def ingest(ctx: IngestContext) -> list[Case]:
                 "image_id": image_id, "uid": uid, "description": desc.replace("_", " "),
                 "date": acq, "files": [f for f, _ in members], "modality": first["modality"] or "MR",
             })
-
-    cases = []
-    for ptid in sorted(set(visits_by_ptid) | set(series_by_ptid)):
-        cases.append(_build_case(ctx, ptid, visits_by_ptid.get(ptid, []), series_by_ptid.get(ptid, [])))
-    return cases
+    return series_by_ptid
 
 
 def _build_case(ctx: IngestContext, ptid: str, rows: list[dict[str, Any]], series: list[dict[str, Any]]) -> Case:

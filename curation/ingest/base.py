@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import fnmatch
 import hashlib
@@ -72,8 +73,51 @@ class IngestContext:
             return relpath(self.final / dst_rel)
         return relpath(src)
 
-    def find(self, pattern: str) -> list[Path]:
-        return sorted(p for p in self.raw.rglob("*") if p.is_file() and fnmatch.fnmatch(p.name, pattern))
+    def find(self, pattern: str | list[str]) -> list[Path]:
+        """Files whose name matches ``pattern``; given a list, the first pattern that matches anything wins."""
+        for pat in [pattern] if isinstance(pattern, str) else pattern:
+            found = sorted(p for p in self.raw.rglob("*") if p.is_file() and fnmatch.fnmatch(p.name, pat))
+            if found:
+                return found
+        return []
+
+
+@contextlib.contextmanager
+def _csv_table(path: Path) -> Iterator[tuple[list[str], Iterator[dict[str, str]], str | None]]:
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        try:
+            reader = csv.DictReader(fh)
+            header = list(reader.fieldnames or [])
+        except (csv.Error, UnicodeDecodeError) as exc:
+            yield [], iter(()), str(exc)
+            return
+        yield header, reader, None
+
+
+@contextlib.contextmanager
+def _xlsx_table(path: Path) -> Iterator[tuple[list[str], Iterator[dict[str, str]], str | None]]:
+    """The first sheet of a spreadsheet (e.g. oasis_cross-sectional.xlsx) as rows of text, like a CSV."""
+    import openpyxl
+
+    try:
+        wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except Exception as exc:  # zip, XML and value errors from a damaged file
+        yield [], iter(()), f"{type(exc).__name__}: {exc}"
+        return
+    try:
+        rows = wb.worksheets[0].iter_rows(values_only=True)
+        header = [str(v).strip() if v is not None else "" for v in next(rows, ())]
+
+        def text(v: Any) -> str:
+            if v is None:
+                return ""
+            if isinstance(v, float) and v.is_integer():
+                return str(int(v))
+            return str(v)
+
+        yield header, ({h: text(v) for h, v in zip(header, r, strict=False)} for r in rows), None
+    finally:
+        wb.close()
 
 
 def read_csv_rows(
@@ -89,17 +133,17 @@ def read_csv_rows(
     """
     rel = ctx.rel_raw(path)
     validators = validators or {}
-    try:
-        fh = path.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        ctx.report.fail(rel, "unreadable", str(exc))
-        return
-    with fh:
+    if path.suffix.lower() in (".xlsx", ".xlsm"):
+        opened = _xlsx_table(path)
+    else:
         try:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-        except (csv.Error, UnicodeDecodeError) as exc:
-            ctx.report.fail(rel, "csv_malformed", str(exc))
+            opened = _csv_table(path)
+        except OSError as exc:
+            ctx.report.fail(rel, "unreadable", str(exc))
+            return
+    with opened as (header, reader, error):
+        if error:
+            ctx.report.fail(rel, "csv_malformed" if path.suffix.lower() == ".csv" else "spreadsheet_malformed", error)
             return
         missing = [columns[f] for f in required if columns.get(f) not in header]
         if missing:

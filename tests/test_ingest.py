@@ -207,3 +207,21 @@ def test_golden_ingest(source: str, demo_raw: Path, tmp_path: Path) -> None:
     cases, _, _ = _ingest(source, demo_raw / source, tmp_path / "o")
     ref = json.loads((GOLDEN / f"{source}.json").read_text())
     assert json.loads(json.dumps(golden_summary(cases), default=str)) == ref
+
+
+def test_adni_ida_metadata_xml(raw_copy: Path, tmp_path: Path) -> None:
+    src = raw_copy / "adni"
+    xmls = sorted(src.glob("ADNI_*_I*.xml"))
+    assert len(xmls) == 12
+    xmls[0].write_text("<idaxs><project>")  # broken
+    (src / "ADNI_999_S_9999_MR_MPRAGE_S1_I999999.xml").write_text(
+        xmls[1].read_text().replace("<imageUID>", "<imageUID>99").replace("027_S_0074", "999_S_9999"))
+    cases, quarantine, rep = _ingest("adni", src, tmp_path / "o")
+    series = [s for c in cases for s in c.all_series()]
+    with_ida = [s for s in series if s.sidecar.get("ida")]
+    assert len(with_ida) == 11
+    meta = with_ida[0].sidecar["ida"]
+    assert meta["Field Strength"] == "1.5" and meta["visit"].startswith("ADNI") and "Manufacturer" not in meta
+    assert {(q["path"], q["reason"]) for q in quarantine} >= {
+        (xmls[0].name, "xml_invalid"), ("ADNI_999_S_9999_MR_MPRAGE_S1_I999999.xml", "skipped:ida_xml_without_series")}
+    assert "_S_" not in (tmp_path / "o" / "cases.jsonl").read_text()  # the XML's subject id is not carried

@@ -172,6 +172,40 @@ ADNI_NAMES = ["FLANDERS^NED", "BOUVIER^SELMA", "VAN HOUTEN^LUANN"]
 ATROPHY = {"CN": 0.0, "MCI": 0.35, "Dementia": 0.75}
 
 
+def ida_xml(*, ptid: str, group: str, sex: str, age: float, visit: str, acquired: str, image_uid: str,
+            description: str, weighting: str, te: str, tr: str) -> str:
+    """A per-image metadata file in the layout of the LONI IDA download."""
+    terms = {"Acquisition Type": "3D" if weighting == "T1" else "2D", "Weighting": weighting, "Field Strength": "1.5",
+             "Slice Thickness": "1.2", "TE": te, "TR": tr, "Manufacturer": "DemoVendor"}
+    protocol = "".join(f'\n            <protocol term="{k}" type="string">{v}</protocol>' for k, v in terms.items())
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<idaxs xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+  <project xmlns="">
+    <projectIdentifier>ADNI</projectIdentifier>
+    <subject>
+      <subjectIdentifier>{ptid}</subjectIdentifier>
+      <researchGroup>{group}</researchGroup>
+      <subjectSex>{sex}</subjectSex>
+      <study>
+        <subjectAge>{age}</subjectAge>
+        <visit><visitIdentifier>{visit}</visitIdentifier></visit>
+        <series>
+          <modality>MRI</modality>
+          <dateAcquired>{acquired}</dateAcquired>
+          <imagingProtocol>
+            <imageUID>{image_uid}</imageUID>
+            <description>{description}</description>
+            <protocolTerm>{protocol}
+            </protocolTerm>
+          </imagingProtocol>
+        </series>
+      </study>
+    </subject>
+  </project>
+</idaxs>
+"""
+
+
 def write_adni(root: Path) -> None:
     rows = []
     for n, (ptid, rid, sex, birth, dx_bl, visits, lesion) in enumerate(ADNI_SUBJECTS):
@@ -203,6 +237,11 @@ def write_adni(root: Path) -> None:
                     series_key=f"{image_id}", series_description=desc, sequence=seq, acq=exam,
                     series_number=s + 2,
                 )
+                write_text(root / f"ADNI_{ptid}_MR_{desc}_S{1000 * n + 10 * v + s}_{image_id}.xml", ida_xml(
+                    ptid=ptid, group=dx_bl, sex=sex, age=round((exam - birth).days / 365.25, 1),
+                    visit="ADNI Baseline" if v == 0 else "ADNI1/GO Month 12", acquired=exam.isoformat(),
+                    image_uid=image_id[1:], description=desc, weighting="T1" if seq == "T1w" else "T2",
+                    te="3.6" if seq == "T1w" else "120.0", tr="2300.0" if seq == "T1w" else "9000.0"))
     write_text(root / "ADNI" / "README.txt", "Downloaded from the LONI Image and Data Archive.\n")
     header = list(rows[0].keys())
     _csv(root / "ADNIMERGE.csv", header, rows)

@@ -181,7 +181,7 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
             s.nifti, s.spacing, s.shape, s.orientation = res["nifti"], res["spacing"], res["shape"], res["orientation"]
             s.renders = [Render(**r) for r in res["renders"]]
             s.qc = res["qc"]
-            s.sidecar = res["sidecar"]
+            s.sidecar = {**s.sidecar, **res["sidecar"]}  # acquisition metadata from ingest (e.g. IDA XML) is kept
             s.provenance.extend(Step(**st) for st in res["steps"])
             report.outputs += 1
             report.counts["series_qc_flagged"] += int(not res["qc"]["pass"])

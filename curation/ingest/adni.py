@@ -58,19 +58,56 @@ def ingest(ctx: IngestContext) -> Iterator[Case]:
     for path in sorted(image_root.iterdir()):
         if path.is_file() and path.suffix.lower() != ".csv":
             ctx.report.skip(ctx.rel_raw(path), "not_in_image_layout", "file outside <PTID>/<desc>/<date>/<id>/")
+    ida = _ida_metadata(ctx)
     participants = sorted(p for p in image_root.iterdir() if p.is_dir())
     seen: set[str] = set()
+    ida_used: set[str] = set()
     for batch in batched(participants, PARTICIPANTS_PER_BATCH):
         series_by_ptid = _scan_participants(ctx, image_root, batch)
         for pdir in batch:
             ptid = pdir.name
             seen.add(ptid)
-            yield _build_case(ctx, ptid, visits_by_ptid.get(ptid, []), series_by_ptid.get(ptid, []))
+            yield _build_case(ctx, ptid, visits_by_ptid.get(ptid, []), series_by_ptid.get(ptid, []), ida, ida_used)
     for ptid in sorted(set(visits_by_ptid) - seen):  # clinical rows without images
-        yield _build_case(ctx, ptid, visits_by_ptid[ptid], [])
+        yield _build_case(ctx, ptid, visits_by_ptid[ptid], [], ida, ida_used)
+    for image_id in sorted(set(ida) - ida_used):
+        ctx.report.skip(ida[image_id]["_path"], "ida_xml_without_series", f"no image folder {image_id}")
 
 
 PARTICIPANTS_PER_BATCH = 64
+
+
+def _ida_metadata(ctx: IngestContext) -> dict[str, dict[str, Any]]:
+    """Per-image IDA metadata XML -> {"I<uid>": {field: value, term: value, "_path": rel}}; bad XML is quarantined."""
+    import xml.etree.ElementTree as ET
+
+    spec = ctx.spec.get("ida_xml")
+    if not spec:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for path in ctx.find(spec["pattern"]):
+        ctx.report.inputs += 1
+        rel = ctx.rel_raw(path)
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError as exc:
+            ctx.report.fail(rel, "xml_invalid", str(exc))
+            continue
+        uid = (root.findtext(spec["image_uid"]) or "").strip()
+        if not uid:
+            ctx.report.fail(rel, "ida_xml_no_image_uid", f"no {spec['image_uid']}")
+            continue
+        meta: dict[str, Any] = {"_path": rel}
+        for name, xpath in spec["fields"].items():
+            value = (root.findtext(xpath) or "").strip()
+            if value:
+                meta[name] = value
+        for term in root.findall(spec["protocol_terms"]):
+            name = term.get("term") or ""
+            if name in spec["keep_terms"] and (term.text or "").strip():
+                meta[name] = term.text.strip()
+        out["I" + uid.removeprefix("I")] = meta
+    return out
 
 
 def _scan_participants(ctx: IngestContext, image_root: Path, participants: list[Path]) -> dict[str, list[dict[str, Any]]]:
@@ -107,7 +144,8 @@ def _scan_participants(ctx: IngestContext, image_root: Path, participants: list[
     return series_by_ptid
 
 
-def _build_case(ctx: IngestContext, ptid: str, rows: list[dict[str, Any]], series: list[dict[str, Any]]) -> Case:
+def _build_case(ctx: IngestContext, ptid: str, rows: list[dict[str, Any]], series: list[dict[str, Any]],
+                ida: dict[str, dict[str, Any]] | None = None, ida_used: set[str] | None = None) -> Case:
     spec = ctx.spec
     case_id = ctx.case_id(ptid)
     rows = sorted(rows, key=lambda r: r["exam_date"])
@@ -138,9 +176,16 @@ def _build_case(ctx: IngestContext, ptid: str, rows: list[dict[str, Any]], serie
             best = unmatched[key]
             ctx.report.counts["series_without_visit"] += 1
         files = [ctx.store(Path(f), case_id, f"{s['image_id']}/{Path(f).name}") for f in s["files"]]
+        meta = (ida or {}).get(s["image_id"])
+        sidecar: dict[str, Any] = {}
+        if meta:
+            if ida_used is not None:
+                ida_used.add(s["image_id"])
+            sidecar["ida"] = {k: v for k, v in meta.items() if not k.startswith("_")}
+            ctx.report.counts["series_with_ida_xml"] += 1
         best.series.append(Series(
             series_id=s["image_id"], modality=s["modality"], format="dicom",
-            sequence=_seq(s["description"], spec), description=s["description"], files=files,
+            sequence=_seq(s["description"], spec), description=s["description"], files=files, sidecar=sidecar,
         ))
     visits.extend(unmatched.values())
     last_dx = next((v.diagnosis for v in reversed(visits) if v.diagnosis), None)

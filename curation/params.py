@@ -128,6 +128,7 @@ class ReleaseParams(Section):
     require_review: bool = False
     canary: str = "MEDBENCH-CURATION CANARY GUID 00000000-0000-0000-0000-000000000000"
     redistribution: dict[str, Literal["pixels", "reference", "exclude"]] = Field(default_factory=dict)
+    arrow_copy: bool = True  # also write hf/ (save_to_disk) so the release opens with datasets.load_from_disk
     homepage: str | None = None
     citation: str | None = None  # BibTeX; a default naming the release is written otherwise
 

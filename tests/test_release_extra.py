@@ -85,3 +85,28 @@ def test_export_neural_medbench_layout(pipeline, tmp_path):
     assert {"case_id", "text", "images", "questions"} <= set(cases[0])
     r = CliRunner().invoke(app, ["release", "export", str(release(pipeline)), str(out), "--format", "mmmu"])
     assert r.exit_code == 2 and "unknown export format" in r.output
+
+
+def test_release_opens_with_load_from_disk_offline(pipeline):
+    from datasets import load_from_disk
+
+    root = release(pipeline)
+    dd = load_from_disk(str(root / "hf"))
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert {k: len(v) for k, v in dd.items()} == manifest["counts"]["split"]
+    row = next(r for r in dd["test"] if r["images"])
+    assert row["images"][0].size[0] > 32 and row["question"]
+
+
+def test_rebuilding_the_same_content_is_a_no_op(pipeline, tmp_path):
+    from curation.params import load_params
+
+    from .conftest import ROOT
+
+    releases = tmp_path / "releases"
+    shutil.copytree(pipeline / "releases", releases)
+    before = {p.relative_to(releases): p.stat().st_mtime_ns for p in releases.rglob("*") if p.is_file()}
+    report = build(load_params(ROOT / "params.yaml").release, pipeline / "review", releases,
+                   params_file=ROOT / "params.yaml")
+    assert report.counts["unchanged_existing_release"] == 1
+    assert {p.relative_to(releases): p.stat().st_mtime_ns for p in releases.rglob("*") if p.is_file()} == before

@@ -65,8 +65,9 @@ def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Re
     return rows
 
 
-def _write_parquet(rows: list[dict[str, Any]], root: Path) -> list[str]:
-    """One Parquet file per split, written with `datasets`, images embedded as bytes."""
+def _write_parquet(rows: list[dict[str, Any]], root: Path, arrow_copy: bool = False) -> list[str]:
+    """One Parquet file per split, written with `datasets`, images embedded as bytes; with ``arrow_copy`` also
+    the same splits saved with ``save_to_disk`` under ``hf/`` for ``datasets.load_from_disk``."""
     from datasets import Dataset, Features, Image, Sequence, Value
 
     features = Features({
@@ -81,6 +82,7 @@ def _write_parquet(rows: list[dict[str, Any]], root: Path) -> list[str]:
         "attribution": Value("string"),
     })
     written = []
+    splits = {}
     for split in sorted({r["split"] for r in rows}):
         part = [r for r in rows if r["split"] == split]
         cols: dict[str, list[Any]] = {k: [] for k in features}
@@ -95,6 +97,13 @@ def _write_parquet(rows: list[dict[str, Any]], root: Path) -> list[str]:
         (root / "data").mkdir(parents=True, exist_ok=True)
         ds.to_parquet(str(root / rel))
         written.append(rel)
+        splits[split] = ds
+    if arrow_copy and splits:
+        from datasets import DatasetDict
+        from datasets.utils.logging import disable_progress_bar
+
+        disable_progress_bar()
+        DatasetDict(splits).save_to_disk(str(root / "hf"))
     return written
 
 
@@ -126,7 +135,7 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
     with staged_dir(staging_parent) as staging:
         (staging / "images").mkdir(parents=True)
         rows = _rows(items, params, staging / "images", report)
-        files = _write_parquet(rows, staging)
+        files = _write_parquet(rows, staging, params.arrow_copy)
         counts: dict[str, dict[str, int]] = {
             "split": dict(sorted(Counter(r["split"] for r in rows).items())),
             "task_type": dict(sorted(Counter(r["task_type"] for r in rows).items())),

@@ -49,8 +49,10 @@ import sys
 from pathlib import Path
 import SimpleITK as sitk
 out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
-for n, f in enumerate(sorted(Path(sys.argv[1]).glob("*.nii.gz"))):
-    img = sitk.DICOMOrient(sitk.ReadImage(str(f)), "RAS")
+for n, folder in enumerate(sorted({p.parent for p in Path(sys.argv[1]).rglob("*.dcm")})):
+    reader = sitk.ImageSeriesReader()
+    reader.SetFileNames(reader.GetGDCMSeriesFileNames(str(folder)))
+    img = sitk.DICOMOrient(reader.Execute(), "RAS")
     size = [int(round(sz * sp)) for sz, sp in zip(img.GetSize(), img.GetSpacing())]
     img = sitk.Resample(img, size, sitk.Transform(), sitk.sitkLinear, img.GetOrigin(), (1.0, 1.0, 1.0),
                         img.GetDirection(), 0.0, sitk.sitkFloat32)
@@ -117,7 +119,6 @@ def run(work: Path, root: Path) -> list[Figure]:
                           t_conv / t))
 
     # -- normalization + rendering ---------------------------------------------------------------------
-    t_bare = timed_py(SITK_NORMALIZE, str(work / "conv"), str(work / "sitknorm"))
     norm = """
 import os, sys, time, json
 from pathlib import Path
@@ -139,9 +140,11 @@ print(json.dumps({"seconds": time.perf_counter() - t, "series": r.outputs}))
     import json
 
     one = json.loads(run_py(norm, str(root), str(work), "1"))
+    # the bare reference reads the same de-identified DICOM series the normalize stage reads
+    t_bare = timed_py(SITK_NORMALIZE, str(work / "deid" / "files"), str(work / "sitknorm"))
     two = json.loads(run_py(norm, str(root), str(work), "2"))
     out.append(Figure("normalize", f"normalize + render, {n_series} volumes, 1 worker", one["seconds"], "s",
-                      "bare SimpleITK orient+resample+rescale+1 PNG", t_bare, one["seconds"] / t_bare, "<= 1.3",
+                      "bare SimpleITK read series+orient+resample+rescale+write+1 PNG", t_bare, one["seconds"] / t_bare, "<= 1.3",
                       one["seconds"] / t_bare <= 1.3,
                       {"per_volume_s": round(one["seconds"] / n_series, 3)}))
     out.append(Figure("normalize", "normalize + render, 2 workers", two["seconds"], "s", "same, 1 worker",

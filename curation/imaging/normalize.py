@@ -22,7 +22,6 @@ VERSION = "1"
 def process_series(task: dict[str, Any]) -> dict[str, Any]:
     """Pure function of one series: everything it writes lies under ``task['out_dir']``."""
     import nibabel as nib
-    from nibabel.processing import resample_to_output
 
     from curation.imaging.convert import load_volume
     from curation.imaging.render import PLANE_AXIS, montage, save_png, slice_2d, to_png, window
@@ -36,8 +35,11 @@ def process_series(task: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:
         return {"ok": False, "reason": "convert_failed", "detail": f"{type(exc).__name__}: {exc}"}
     steps.append({"name": "to_canonical_ras", "args": {"format": task["format"]}, "version": VERSION})
+    if p.bias_correction:
+        img = _n4(img)
+        steps.append({"name": "n4_bias_correction", "args": {"shrink": 2, "iterations": [20, 20]}, "version": VERSION})
     if p.target_spacing:
-        img = resample_to_output(img, voxel_sizes=tuple(p.target_spacing), order=1)
+        img = _resample(img, tuple(float(v) for v in p.target_spacing))
         steps.append({"name": "resample", "args": {"spacing": list(p.target_spacing), "order": 1}, "version": VERSION})
     data = np.asarray(img.dataobj, dtype=np.float32)
     lo, hi = np.percentile(data, p.percentiles)
@@ -91,6 +93,61 @@ def process_series(task: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "nifti": relpath(final_dir / "volume.nii.gz"), "spacing": spacing,
             "shape": tuple(int(s) for s in data.shape), "orientation": "RAS", "renders": renders, "qc": qc,
             "steps": steps, "sidecar": sidecar}
+
+
+def _to_sitk(img: Any) -> Any:
+    """A RAS-oriented nibabel image as a SimpleITK image (LPS world), same voxels and geometry."""
+    import SimpleITK as sitk
+
+    data = np.asarray(img.dataobj, dtype=np.float32)
+    out = sitk.GetImageFromArray(np.ascontiguousarray(data.transpose(2, 1, 0)))
+    aff = img.affine
+    zooms = np.sqrt((aff[:3, :3] ** 2).sum(axis=0))
+    flip = np.diag([-1.0, -1.0, 1.0])
+    out.SetSpacing([float(z) for z in zooms])
+    out.SetDirection([float(v) for v in (flip @ aff[:3, :3] / zooms).flatten()])
+    out.SetOrigin([float(v) for v in flip @ aff[:3, 3]])
+    return out
+
+
+def _from_sitk(image: Any, like_affine: np.ndarray, spacing: tuple[float, ...]) -> Any:
+    import nibabel as nib
+    import SimpleITK as sitk
+
+    data = sitk.GetArrayFromImage(image).transpose(2, 1, 0)
+    aff = np.eye(4)
+    zooms = np.sqrt((like_affine[:3, :3] ** 2).sum(axis=0))
+    aff[:3, :3] = like_affine[:3, :3] / zooms * np.asarray(spacing)
+    aff[:3, 3] = np.diag([-1.0, -1.0, 1.0]) @ np.asarray(image.GetOrigin())
+    return nib.Nifti1Image(np.ascontiguousarray(data, dtype=np.float32), aff)
+
+
+def _resample(img: Any, spacing: tuple[float, ...]) -> Any:
+    """Linear resampling to ``spacing`` with SimpleITK over the same field of view (multi-threaded C++)."""
+    import SimpleITK as sitk
+
+    src = _to_sitk(img)
+    old_sp, old_size = np.asarray(src.GetSpacing()), np.asarray(src.GetSize())
+    size = [max(1, int(v)) for v in np.ceil(old_size * old_sp / np.asarray(spacing) - 1e-6)]
+    out = sitk.Resample(src, size, sitk.Transform(), sitk.sitkLinear, src.GetOrigin(), spacing, src.GetDirection(),
+                        0.0, sitk.sitkFloat32)
+    return _from_sitk(out, img.affine, spacing)
+
+
+def _n4(img: Any) -> Any:
+    """N4 bias-field correction (SimpleITK), fitted on a 2x shrunk image with an Otsu foreground mask."""
+    import SimpleITK as sitk
+
+    src = _to_sitk(img)
+    src = sitk.Cast(sitk.RescaleIntensity(src, 0, 1000), sitk.sitkFloat32)
+    mask = sitk.OtsuThreshold(src, 0, 1, 200)
+    small, small_mask = sitk.Shrink(src, [2, 2, 2]), sitk.Shrink(mask, [2, 2, 2])
+    n4 = sitk.N4BiasFieldCorrectionImageFilter()
+    n4.SetMaximumNumberOfIterations([20, 20])
+    n4.Execute(small, small_mask)
+    log_field = n4.GetLogBiasFieldAsImage(src)
+    corrected = src / sitk.Exp(log_field)
+    return _from_sitk(corrected, img.affine, tuple(src.GetSpacing()))
 
 
 def _key_slice(data: np.ndarray, fg: np.ndarray) -> int | None:

@@ -48,6 +48,7 @@ class NormalizeParams(Section):
     max_failure_rate: float = Field(0.2, ge=0, le=1)
     target_spacing: list[float] | None = Field(default_factory=lambda: [1.0, 1.0, 1.0])
     bias_correction: bool = False
+    register_to_t1: bool = False  # rigid registration of each visit's other sequences to its T1w
     intensity: Literal["percentile", "zscore", "none"] = "percentile"
     percentiles: tuple[float, float] = (0.5, 99.5)
     render_size: int = Field(256, ge=32, le=2048)

@@ -24,7 +24,6 @@ def process_series(task: dict[str, Any]) -> dict[str, Any]:
     import nibabel as nib
 
     from curation.imaging.convert import load_volume
-    from curation.imaging.render import PLANE_AXIS, montage, save_png, slice_2d, to_png, window
 
     p: NormalizeParams = task["params"]
     out_dir = Path(task["out_dir"])
@@ -63,6 +62,20 @@ def process_series(task: dict[str, Any]) -> dict[str, Any]:
     sidecar.update({"Sequence": task.get("sequence"), "Orientation": "RAS", "Spacing": list(spacing)})
     write_text(out_dir / "volume.json", json.dumps(sidecar, indent=2, sort_keys=True) + "\n")
 
+    renders = render_volume(data, fg, spacing, p, out_dir, final_dir)
+    steps.append({"name": "render", "args": {"size": p.render_size, "window_percentiles": [1.0, 99.5]},
+                  "version": VERSION})
+    qc = _qc(data, fg, spacing, info)
+    return {"ok": True, "nifti": relpath(final_dir / "volume.nii.gz"), "spacing": spacing,
+            "shape": tuple(int(s) for s in data.shape), "orientation": "RAS", "renders": renders, "qc": qc,
+            "steps": steps, "sidecar": sidecar}
+
+
+def render_volume(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], p: NormalizeParams, out_dir: Path,
+                  final_dir: Path) -> list[dict[str, Any]]:
+    """The PNG renders of a normalized volume (planes, key slice, montage); deterministic byte for byte."""
+    from curation.imaging.render import PLANE_AXIS, montage, save_png, slice_2d, to_png, window
+
     # windowing on the normalized volume: fixed percentiles of the foreground
     wlo, whi = (float(v) for v in np.percentile(data[fg] if fg.any() else data, [1.0, 99.5]))
     renders = []
@@ -87,12 +100,57 @@ def process_series(task: dict[str, Any]) -> dict[str, Any]:
         save_png(montage(tiles, 3, ("R", "L", "A", "P")), out_dir / "montage_axial.png")
         renders.append({"plane": "montage", "slice_index": None, "window": [round(wlo, 6), round(whi, 6)],
                         "path": relpath(final_dir / "montage_axial.png"), "role": "montage"})
-    steps.append({"name": "render", "args": {"size": p.render_size, "window_percentiles": [1.0, 99.5]},
-                  "version": VERSION})
-    qc = _qc(data, fg, spacing, info)
-    return {"ok": True, "nifti": relpath(final_dir / "volume.nii.gz"), "spacing": spacing,
-            "shape": tuple(int(s) for s in data.shape), "orientation": "RAS", "renders": renders, "qc": qc,
-            "steps": steps, "sidecar": sidecar}
+    return renders
+
+
+def register_series(task: dict[str, Any]) -> dict[str, Any]:
+    """Rigid registration of a normalized series to its visit's T1w (Mattes MI), resampled onto the T1w grid,
+    then rendered again. Single-threaded with regular sampling, so the result is the same on every run."""
+    import nibabel as nib
+    import SimpleITK as sitk
+
+    p: NormalizeParams = task["params"]
+    out_dir, final_dir = Path(task["out_dir"]), Path(task["final_dir"])
+    try:
+        fixed_img, moving_img = nib.load(task["fixed"]), nib.load(task["moving"])
+        fixed, moving = _to_sitk(fixed_img), _to_sitk(moving_img)
+        threads = sitk.ProcessObject.GetGlobalDefaultNumberOfThreads()
+        sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(1)
+        try:
+            init = sitk.CenteredTransformInitializer(fixed, moving, sitk.Euler3DTransform(),
+                                                     sitk.CenteredTransformInitializerFilter.MOMENTS)
+            reg = sitk.ImageRegistrationMethod()
+            reg.SetMetricAsMattesMutualInformation(numberOfHistogramBins=32)
+            reg.SetMetricSamplingStrategy(reg.REGULAR)
+            reg.SetMetricSamplingPercentage(0.2, seed=1)
+            reg.SetInterpolator(sitk.sitkLinear)
+            reg.SetOptimizerAsRegularStepGradientDescent(learningRate=1.0, minStep=1e-3, numberOfIterations=150)
+            reg.SetOptimizerScalesFromPhysicalShift()
+            reg.SetShrinkFactorsPerLevel([2, 1])
+            reg.SetSmoothingSigmasPerLevel([1.0, 0.0])
+            reg.SetInitialTransform(init, inPlace=False)
+            tx = reg.Execute(fixed, moving)
+            metric = float(reg.GetMetricValue())
+            out = sitk.Resample(moving, fixed, tx, sitk.sitkLinear, 0.0, sitk.sitkFloat32)
+        finally:
+            sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(threads)
+    except Exception as exc:
+        return {"ok": False, "reason": "registration_failed", "detail": f"{type(exc).__name__}: {exc}"}
+    spacing = tuple(round(float(z), 4) for z in fixed_img.header.get_zooms()[:3])
+    img = _from_sitk(out, fixed_img.affine, spacing)
+    data = np.asarray(img.dataobj, dtype=np.float32)
+    tmp = out_dir / ".volume.tmp.nii.gz"
+    nib.save(img, str(tmp))
+    tmp.replace(out_dir / "volume.nii.gz")
+    for old in out_dir.glob("*.png"):
+        old.unlink()
+    fg = data > float(data.mean())
+    renders = render_volume(data, fg, spacing, p, out_dir, final_dir)
+    params = [round(float(v), 4) for v in tx.GetParameters()] if hasattr(tx, "GetParameters") else []
+    step = {"name": "register_rigid", "args": {"reference": task["reference"], "metric": "MattesMI",
+                                               "final_metric": round(metric, 4)}, "version": VERSION}
+    return {"ok": True, "renders": renders, "spacing": spacing, "shape": tuple(int(v) for v in data.shape),
+            "step": step, "qc": _qc(data, fg, spacing, {})}
 
 
 def _to_sitk(img: Any) -> Any:
@@ -242,7 +300,11 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
             s.provenance.extend(Step(**st) for st in res["steps"])
             report.outputs += 1
             report.counts["series_qc_flagged"] += int(not res["qc"]["pass"])
-            qc_rows.append({"kind": "series", "id": s.series_id, **res["qc"], "thumbnail": res["renders"][0]["path"]})
+        if params.register_to_t1:
+            _register_visits(cases, series_tasks, params, workers, scheduler, report)
+        for _, s in series_tasks:
+            if s.renders:
+                qc_rows.append({"kind": "series", "id": s.series_id, **s.qc, "thumbnail": s.renders[0].path})
         for (task, fig), res in zip(figure_tasks, pmap(process_figure, [t for t, _ in figure_tasks], workers=workers,
                                                        scheduler=scheduler), strict=True):
             report.inputs += 1
@@ -263,6 +325,36 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
         report.check_failure_rate(params.max_failure_rate, report_path)
     report.write(report_path)
     return report
+
+
+def _register_visits(cases: list[Case], series_tasks: list[tuple[dict[str, Any], Any]], params: NormalizeParams,
+                     workers: int, scheduler: str | None, report: Report) -> None:
+    """Line up the other sequences of each visit with its T1w (the first T1w series of the visit)."""
+    staged = {id(s): t for t, s in series_tasks}
+    jobs = []
+    for case in cases:
+        for visit in case.visits:
+            ref = next((s for s in visit.series if s.sequence == "T1w" and s.nifti), None)
+            if ref is None:
+                continue
+            for s in visit.series:
+                if s is ref or not s.nifti or s.format not in ("dicom", "nifti", "analyze"):
+                    continue
+                t, r = staged[id(s)], staged[id(ref)]
+                jobs.append(({"params": params, "fixed": str(Path(r["out_dir"]) / "volume.nii.gz"),
+                              "moving": str(Path(t["out_dir"]) / "volume.nii.gz"), "out_dir": t["out_dir"],
+                              "final_dir": t["final_dir"], "reference": ref.series_id}, s))
+    for (job, s), res in zip(jobs, pmap(register_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
+                             strict=True):
+        if not res["ok"]:
+            report.counts[f"registration_failed:{s.series_id}"] += 1
+            s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "registration_failed"]}
+            continue
+        s.renders = [Render(**r) for r in res["renders"]]
+        s.spacing, s.shape = res["spacing"], res["shape"]
+        s.provenance.append(Step(**res["step"]))
+        s.qc = {**res["qc"], "registered_to": job["reference"]}
+        report.counts["series_registered"] += 1
 
 
 def _contact_sheet(rows: list[dict[str, Any]], out: Path, final: Path) -> None:

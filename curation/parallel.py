@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import TypeVar
@@ -46,9 +48,17 @@ def _dask_map(fn: Callable[[T], R], items: Iterable[T], scheduler: object) -> It
         raise ServiceError(f"cannot reach Dask scheduler {scheduler}: {exc}") from None
     try:
         batch = list(items)
-        futures = client.map(fn, batch, pure=False)  # type: ignore[union-attr]
+        # records hold paths relative to the project folder: workers (on a shared filesystem) work from the same one
+        task = functools.partial(_in_folder, fn, os.getcwd())
+        futures = client.map(task, batch, pure=False)  # type: ignore[union-attr]
         for fut in futures:
             yield fut.result()
     finally:
         if own:
             client.close()  # type: ignore[union-attr]
+
+
+def _in_folder(fn: Callable[[T], R], folder: str, item: T) -> R:
+    if os.getcwd() != folder:
+        os.chdir(folder)
+    return fn(item)

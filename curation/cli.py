@@ -130,6 +130,23 @@ def deid_text(
     _done(deid_text_path(_section(params, "deidentify").text, src, out))
 
 
+@deid_app.command("deface")
+@clean_errors
+def deid_deface(
+    src: Annotated[Path, typer.Argument(help="A 3D head MRI volume (.nii or .nii.gz).")],
+    out: Annotated[Path, typer.Argument(help="The defaced volume (same header and voxel grid).")],
+    brain_mask: Annotated[Path | None, typer.Option("--brain-mask", help="A brain mask on the same voxel grid; "
+                                                    "the volume is refused if any removed voxel lies in it.")] = None,
+) -> None:
+    """Zero the face and ears of a head MRI (registered template face mask); prints the report as JSON."""
+    from curation.deid.deface import deface_file
+
+    if not src.is_file():
+        _err(f"{src}: no such file")
+        raise typer.Exit(3)
+    typer.echo(json.dumps(deface_file(src, out, brain_mask=brain_mask), sort_keys=True))
+
+
 @deid_app.command("verify")
 @clean_errors
 def deid_verify(directory: Annotated[Path, typer.Argument(help="Folder of outputs to scan.")]) -> None:

@@ -41,11 +41,12 @@ class DeidentifyParams(Section):
     max_failure_rate: float = Field(0.2, ge=0, le=1)
     dicom: DicomDeidParams = Field(default_factory=DicomDeidParams)
     text: TextDeidParams = Field(default_factory=TextDeidParams)
-    deface: bool = True
 
 
 class NormalizeParams(Section):
     max_failure_rate: float = Field(0.2, ge=0, le=1)
+    deface: bool = True  # zero face and ears of every 3D head series before anything is rendered
+    deface_sequences: list[str] | None = None  # None: every series; else only these sequences
     target_spacing: list[float] | None = Field(default_factory=lambda: [1.0, 1.0, 1.0])
     bias_correction: bool = False
     register_to_t1: bool = False  # rigid registration of each visit's other sequences to its T1w

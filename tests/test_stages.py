@@ -27,7 +27,10 @@ def test_normalize_canonical_volumes_and_renders(pipeline: Path) -> None:
         assert "".join(nib.aff2axcodes(img.affine)) == "RAS"
         assert s.spacing == (1.0, 1.0, 1.0)
         assert {r.plane for r in s.renders} >= {"axial", "coronal", "sagittal", "montage"}
-        assert [st.name for st in s.provenance][:2] == ["to_canonical_ras", "resample"]
+        assert [st.name for st in s.provenance][:3] == ["to_canonical_ras", "deface", "resample"]
+        deface = next(st for st in s.provenance if st.name == "deface")
+        assert deface.args["removed_voxels"] > 0 and deface.args["head_dice"] >= 0.6
+        assert json.loads(Path(s.nifti).with_name("volume.json").read_text())["Defaced"] is True
     figures = [f for c in cases for f in c.figures if f.renders]
     assert len(figures) == 7
     assert (pipeline / "normalize" / "qc_contact_sheet.png").exists()

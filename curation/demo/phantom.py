@@ -52,29 +52,35 @@ def head(
         np.arange(nz, dtype=np.float32),
         indexing="ij",
     )
-    cx, cy, cz = (nx - 1) / 2, (ny - 1) / 2 - 2, (nz - 1) / 2 + 2
-    rx, ry, rz = nx * 0.42, ny * 0.42, nz * 0.42
+    (cx, cy, cz), (rx, ry, rz) = _geometry(shape)
     vol = np.full(shape, c["bg"], dtype=np.float32)
     scalp = _ellipsoid(grid, (cx, cy, cz), (rx, ry, rz))
     skull = _ellipsoid(grid, (cx, cy, cz), (rx - 2, ry - 2, rz - 2))
     brain_r = (rx - 4, ry - 4, rz - 4)
-    brain = _ellipsoid(grid, (cx, cy, cz), brain_r)
+    fossa = _fossa(grid, shape)
+    brain = _ellipsoid(grid, (cx, cy, cz), brain_r) & ~fossa
     shrink = 1.0 - 0.12 * atrophy
     wm = _ellipsoid(grid, (cx, cy, cz), tuple(r * 0.72 * shrink for r in brain_r))
     vent_scale = 1.0 + 1.6 * atrophy
     vent_l = _ellipsoid(grid, (cx - 4, cy, cz + 1), (2.2 * vent_scale, 11 * (1 + 0.3 * atrophy), 4 * vent_scale))
     vent_r = _ellipsoid(grid, (cx + 4, cy, cz + 1), (2.2 * vent_scale, 11 * (1 + 0.3 * atrophy), 4 * vent_scale))
-    # face: nose and orbits in front of the lower head, so defacing has something to remove
-    nose = _ellipsoid(grid, (cx, cy + ry - 1, cz - rz * 0.45), (3.0, 5.0, 6.0))
-    chin = _ellipsoid(grid, (cx, cy + ry * 0.7, cz - rz * 0.85), (rx * 0.45, 6.0, 4.0))
+    # face, orbits, nose and neck in front of and below the cranium, so defacing has something to remove
+    face = _ellipsoid(grid, (cx, cy + 0.3 * ny, 0.3 * nz), (0.3 * nx, 0.18 * ny, 0.2 * nz))
+    neck = _ellipsoid(grid, (cx, cy + 0.05 * ny, 0.1 * nz), (0.25 * nx, 0.25 * ny, 0.22 * nz))
+    nose = _ellipsoid(grid, (cx, cy + 0.5 * ny, 0.33 * nz), (3.0, 4.0, 6.0))
+    orbits = (_ellipsoid(grid, (cx - 0.15 * nx, cy + 0.38 * ny, 0.4 * nz), (3.0, 3.0, 3.0))
+              | _ellipsoid(grid, (cx + 0.15 * nx, cy + 0.38 * ny, 0.4 * nz), (3.0, 3.0, 3.0)))
     vol[scalp] = c["scalp"]
     vol[skull] = c["skull"]
     vol[brain] = c["csf"]
     cortex = _ellipsoid(grid, (cx, cy, cz), tuple(r * (1 - 0.05 * atrophy) for r in brain_r))
-    vol[cortex] = c["gm"]
-    vol[wm] = c["wm"]
+    vol[cortex & ~fossa] = c["gm"]
+    vol[wm & ~fossa] = c["wm"]
     vol[vent_l | vent_r] = c["csf"]
-    vol[(nose | chin) & ~scalp] = c["face"]
+    vol[skull & fossa] = c["skull"]
+    soft = ((face | neck | nose) & ~scalp) | (skull & fossa & face)
+    vol[soft] = c["face"]
+    vol[orbits & soft] = c["csf"]
     if lesion is not None:
         centre = tuple(f * (n - 1) for f, n in zip(lesion.center, shape, strict=True))
         les = _ellipsoid(grid, centre, (lesion.radius_vox,) * 3) & brain
@@ -86,6 +92,24 @@ def head(
     noise = rng.normal(0, 3.0, size=shape).astype(np.float32)
     vol = np.abs(vol + noise)
     return np.clip(vol * 8, 0, 4095).astype(np.uint16)
+
+
+def brain_mask(shape: tuple[int, int, int] = SHAPE) -> np.ndarray:
+    """The voxels of ``head`` that hold brain (inside the skull), as bool [x, y, z]."""
+    grid = np.meshgrid(*(np.arange(n, dtype=np.float32) for n in shape), indexing="ij")
+    (cx, cy, cz), (rx, ry, rz) = _geometry(shape)
+    return _ellipsoid(grid, (cx, cy, cz), (rx - 4, ry - 4, rz - 4)) & ~_fossa(grid, shape)
+
+
+def _fossa(grid: tuple[np.ndarray, ...], shape: tuple[int, int, int]) -> np.ndarray:
+    """The front-bottom corner of the cranium, below the frontal lobes, where orbits and sinuses sit."""
+    (_, cy, cz), (_, ry, rz) = _geometry(shape)
+    return (grid[1] - cy) / ry - (grid[2] - cz) / rz > 0.7
+
+
+def _geometry(shape: tuple[int, int, int]) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    nx, ny, nz = shape
+    return ((nx - 1) / 2, (ny - 1) / 2 - 0.06 * ny, (nz - 1) * 0.62), (nx * 0.42, ny * 0.4, nz * 0.36)
 
 
 def axial_png_array(vol: np.ndarray, z: int, scale: int = 3) -> np.ndarray:

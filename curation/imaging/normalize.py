@@ -34,6 +34,17 @@ def process_series(task: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:
         return {"ok": False, "reason": "convert_failed", "detail": f"{type(exc).__name__}: {exc}"}
     steps.append({"name": "to_canonical_ras", "args": {"format": task["format"]}, "version": VERSION})
+    defaced = None
+    if p.deface and (p.deface_sequences is None or task.get("sequence") in p.deface_sequences):
+        from curation.deid.deface import VERSION as DEFACE_VERSION
+        from curation.deid.deface import DefaceError, deface_image
+
+        try:
+            img, defaced = deface_image(img)
+        except DefaceError as exc:  # a face that cannot be removed safely is never rendered
+            return {"ok": False, "reason": "deface_refused", "detail": str(exc)}
+        steps.append({"name": "deface", "args": {k: v for k, v in defaced.items() if k != "version"},
+                      "version": DEFACE_VERSION})
     if p.bias_correction:
         img = _n4(img)
         steps.append({"name": "n4_bias_correction", "args": {"shrink": 2, "iterations": [20, 20]}, "version": VERSION})
@@ -59,7 +70,8 @@ def process_series(task: dict[str, Any]) -> dict[str, Any]:
     tmp.replace(nii_path)
     spacing = tuple(round(float(z), 4) for z in out.header.get_zooms()[:3])
     sidecar = dict(info.get("sidecar") or {})
-    sidecar.update({"Sequence": task.get("sequence"), "Orientation": "RAS", "Spacing": list(spacing)})
+    sidecar.update({"Sequence": task.get("sequence"), "Orientation": "RAS", "Spacing": list(spacing),
+                    "Defaced": defaced is not None})
     write_text(out_dir / "volume.json", json.dumps(sidecar, indent=2, sort_keys=True) + "\n")
 
     renders = render_volume(data, fg, spacing, p, out_dir, final_dir)

@@ -12,7 +12,10 @@ LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
 
 
 def load_dicom_series(files: list[str]) -> tuple[nib.Nifti1Image, dict[str, Any]]:
-    """Group by SeriesInstanceUID, sort by position along the slice normal (not by file name)."""
+    """Group by SeriesInstanceUID, sort by position along the slice normal (not by file name).
+
+    A file that holds a whole volume (Enhanced MR multi-frame, Siemens mosaic) is read on its own; where a series is
+    several such volumes (a time series), the first one by acquisition order is taken."""
     import pydicom
     import SimpleITK as sitk
 
@@ -20,6 +23,12 @@ def load_dicom_series(files: list[str]) -> tuple[nib.Nifti1Image, dict[str, Any]
     for f in files:
         ds = pydicom.dcmread(f, stop_before_pixels=True)
         headers.append((f, ds))
+    volume_files = [(f, ds) for f, ds in headers if _holds_volume(ds)]
+    if volume_files:
+        volume_files.sort(key=lambda h: (int(h[1].get("AcquisitionNumber") or 0), int(h[1].get("InstanceNumber") or 0)))
+        img, info = _load_volume_file(volume_files[0][0])
+        info.update({"n_files": len(files), "volumes_in_series": len(volume_files)})
+        return img, info
     uids = {str(ds.get("SeriesInstanceUID", "")) for _, ds in headers}
     if len(uids) > 1:
         raise ValueError(f"{len(uids)} SeriesInstanceUIDs in one series")
@@ -50,6 +59,48 @@ def load_dicom_series(files: list[str]) -> tuple[nib.Nifti1Image, dict[str, Any]
     return nii, info
 
 
+def _holds_volume(ds: Any) -> bool:
+    """Enhanced (multi-frame) images and Siemens mosaics hold a whole volume in one file."""
+    image_type = [str(v).upper() for v in (ds.get("ImageType") or [])]
+    return int(ds.get("NumberOfFrames") or 1) > 1 or "MOSAIC" in image_type
+
+
+def _load_volume_file(path: str) -> tuple[nib.Nifti1Image, dict[str, Any]]:
+    """One multi-frame or mosaic file as a volume, geometry from its functional groups or its Siemens CSA header
+    (nibabel's DICOM wrappers); a 4D multi-frame keeps its first volume."""
+    import warnings
+
+    import pydicom
+
+    ds = pydicom.dcmread(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nibabel flags its DICOM readers as experimental on import and use
+        from nibabel.nicom import dicomwrappers
+
+        wrapper = dicomwrappers.wrapper_from_data(ds)
+        data = np.asarray(wrapper.get_data(), dtype=np.float32)
+        affine = np.asarray(wrapper.affine, dtype=np.float64)
+    info: dict[str, Any] = {"volume_file": type(wrapper).__name__}
+    if data.ndim == 4:
+        info["volumes_in_file"] = int(data.shape[3])
+        data = data[..., 0]
+    if data.ndim != 3:
+        raise ValueError(f"a single DICOM file with {data.ndim} dimensions is not a volume")
+    shared = (ds.get("SharedFunctionalGroupsSequence") or [None])[0]
+    timing = (shared.get("MRTimingAndRelatedParametersSequence") or [None])[0] if shared is not None else None
+    sources = [ds] + ([timing] if timing is not None else [])
+    sidecar: dict[str, Any] = {}
+    for key in ("RepetitionTime", "EchoTime", "InversionTime", "MagneticFieldStrength", "FlipAngle"):
+        for src in sources:
+            if src.get(key) is not None:
+                sidecar[key] = _num(src.get(key))
+                break
+    if ds.get("Manufacturer"):
+        sidecar["Manufacturer"] = str(ds.Manufacturer)
+    info["sidecar"] = sidecar
+    return nib.Nifti1Image(data, LPS_TO_RAS @ affine), info
+
+
 def _num(v: Any) -> float | str:
     try:
         return float(v)
@@ -74,8 +125,10 @@ def load_volume(fmt: str, files: list[str]) -> tuple[nib.Nifti1Image, dict[str, 
 
 
 def convert_path(src: Path) -> tuple[nib.Nifti1Image, dict[str, Any]]:
-    """``curate imaging convert``: a DICOM file or folder, an Analyze .hdr, or a NIfTI."""
+    """``curate imaging convert``: a DICOM file or folder, an Analyze .hdr, a NIfTI, or a .gz of any of these."""
     src = Path(src)
+    if src.is_file() and src.suffix == ".gz" and not src.name.endswith(".nii.gz"):
+        return _convert_gz(src)
     if src.is_dir():
         files = sorted(str(p) for p in src.iterdir() if p.is_file() and _is_dicom(p))
         if not files:
@@ -86,6 +139,26 @@ def convert_path(src: Path) -> tuple[nib.Nifti1Image, dict[str, Any]]:
     if _is_dicom(src):
         return load_volume("dicom", [str(src)])
     raise ValueError("not a DICOM, Analyze or NIfTI file")
+
+
+def _convert_gz(src: Path) -> tuple[nib.Nifti1Image, dict[str, Any]]:
+    """Decompress into a private temporary folder (an Analyze .hdr.gz brings its .img.gz sibling) and convert."""
+    import gzip
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="curate-convert-") as tmp:
+        inner = Path(tmp) / src.name[: -len(".gz")]
+        siblings = [src]
+        if inner.suffix == ".hdr":
+            siblings.append(src.with_name(src.name.replace(".hdr.gz", ".img.gz")))
+        for gz in siblings:
+            if not gz.exists():
+                raise ValueError(f"{gz.name} is missing beside {src.name}")
+            with gzip.open(gz, "rb") as fin, (Path(tmp) / gz.name[: -len(".gz")]).open("wb") as fout:
+                shutil.copyfileobj(fin, fout)
+        img, info = convert_path(inner)
+        return nib.Nifti1Image(np.asarray(img.dataobj, dtype=np.float32), img.affine), info
 
 
 def _is_dicom(p: Path) -> bool:

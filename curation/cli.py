@@ -298,6 +298,8 @@ def evaluate(
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (adds one model "
                                                  "to those in evaluate.models).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model name at --base-url.")] = None,
+    images: Annotated[Path | None, typer.Option("--images", help="Images rebuilt by `curate release rebuild`, for "
+                                                "reference-only items.")] = None,
     params: ParamsOpt = Path("params.yaml"),
 ) -> None:
     """Score vision-language models on a release: MCQ accuracy, pass@k, judge, BERTScore, error taxonomy."""
@@ -305,6 +307,8 @@ def evaluate(
     from curation.params import ModelSpec, load_params
 
     p = load_params(params).evaluate
+    if images is not None:
+        p.rebuilt_images = str(images)
     models = list(p.models)
     if base_url or model:
         if not (base_url and model):
@@ -444,6 +448,30 @@ def release_show(
 def _configured_release(params: Path) -> Path:
     rel = _section(params, "release")
     return Path("data/releases") / f"{rel.name}-{rel.version}"
+
+
+@release_app.command("rebuild")
+@clean_errors
+def release_rebuild(
+    release_dir: Annotated[Path, typer.Argument(help="A release folder with reference-only items.")],
+    out: Annotated[Path, typer.Argument(help="Where images/ and rebuild.json go.")],
+    raw: Annotated[list[str], typer.Option("--raw", help="SOURCE=PATH of your own copy, e.g. adni=/data/ADNI; "
+                                           "repeat per source.")],
+    params: ParamsOpt = Path("params.yaml"),
+    workers: WorkersOpt = 1,
+    report: ReportOpt = None,
+) -> None:
+    """Rebuild the images of reference-only items from your own copy of ADNI / OASIS (matched by SHA-256)."""
+    from curation.params import load_params
+    from curation.release.rebuild import run
+
+    sources = {}
+    for spec in raw:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise typer.BadParameter(f"--raw {spec!r}: expected SOURCE=PATH")
+        sources[name] = Path(path)
+    _done(run(load_params(params), release_dir, sources, out, workers=workers, report_path=report))
 
 
 @release_app.command("diff")

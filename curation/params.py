@@ -163,6 +163,7 @@ class JudgeParams(Section):
 class EvaluateParams(Section):
     models: list[ModelSpec] = Field(default_factory=list)
     splits: list[str] = Field(default_factory=lambda: ["test"])
+    rebuilt_images: str | None = None  # images folder of `curate release rebuild` for reference-only items
     samples: int = Field(5, ge=1, le=100)
     k: list[int] = Field(default_factory=lambda: [1, 5])
     temperature: float = Field(0.7, ge=0, le=2)

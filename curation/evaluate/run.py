@@ -11,6 +11,7 @@ BERTScore compares open answers with the reference.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -61,7 +62,9 @@ class Sample:
     bertscore: float | None = None
 
 
-def load_release(release: Path, splits: list[str]) -> tuple[list[EvalItem], Counter[str]]:
+def load_release(release: Path, splits: list[str], rebuilt: Path | None = None) -> tuple[list[EvalItem], Counter[str]]:
+    """The release's items with pixels; reference-only items get theirs from ``rebuilt`` (the images folder of
+    ``curate release rebuild``) when every image is there with the SHA-256 the reference names."""
     files = sorted((release / "data").glob("*.parquet"))
     if not files:
         raise InputError("no Parquet files under data/ (is this a release folder?)", release)
@@ -73,8 +76,10 @@ def load_release(release: Path, splits: list[str]) -> tuple[list[EvalItem], Coun
         for row in pq.read_table(f).to_pylist():
             images = [img["bytes"] for img in row.get("images") or [] if img and img.get("bytes")]
             if not images and row.get("image_refs"):
-                skipped["no_pixels:reference_only_source"] += 1
-                continue
+                images, why = _rebuilt_images(row, rebuilt)
+                if why:
+                    skipped[why] += 1
+                    continue
             items.append(EvalItem(
                 item_id=row["item_id"], task_type=row["task_type"], format=row["format"], question=row["question"],
                 context=row["context"] or "", options=list(row["options"] or []), answer=row["answer"],
@@ -83,6 +88,21 @@ def load_release(release: Path, splits: list[str]) -> tuple[list[EvalItem], Coun
                 reasoning_dims=list(row["reasoning_dims"] or []), source=row["source"],
                 difficulty=row["difficulty"] or "unrated", split=split))
     return items, skipped
+
+
+def _rebuilt_images(row: dict[str, Any], rebuilt: Path | None) -> tuple[list[bytes], str | None]:
+    if rebuilt is None:
+        return [], "no_pixels:reference_only_source"
+    images = []
+    for n, ref in enumerate(row["image_refs"]):
+        path = Path(rebuilt) / f"{row['item_id']}_{n}.png"
+        if not path.exists():
+            return [], "no_pixels:reference_only_source"
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != json.loads(ref).get("sha256"):
+            return [], "rebuilt_image_mismatch"
+        images.append(data)
+    return images, None
 
 
 def _image_parts(images: list[bytes]) -> list[dict[str, Any]]:
@@ -206,7 +226,8 @@ def evaluate(p: EvaluateParams, release: Path, out: Path, models: list[ModelSpec
     release, out = Path(release), Path(out)
     if not models:
         raise ParamsError("no model to evaluate (give --base-url and --model, or evaluate.models in params)")
-    items_list, skipped = load_release(release, p.splits)
+    rebuilt = Path(p.rebuilt_images) if p.rebuilt_images else None
+    items_list, skipped = load_release(release, p.splits, rebuilt)
     if not items_list:
         raise InputError(f"no items with pixels in splits {p.splits} ({dict(skipped)})", release)
     items = {it.item_id: it for it in items_list}

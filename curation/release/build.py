@@ -16,6 +16,7 @@ from curation.params import ReleaseParams
 from curation.records import read_jsonl, sha256_file, staged_dir, write_bytes, write_json, write_text
 from curation.release import croissant
 from curation.release.card import distribution_plot, render_card
+from curation.release.rebuild import reference
 from curation.report import Report
 from curation.schema import Item, ReleaseManifest
 
@@ -47,8 +48,8 @@ def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Re
             if mode == "pixels":
                 shutil.copyfile(img, images_dir / name)
                 image_files.append(name)
-            else:
-                refs.append(f"{item.case_id}/{Path(img).parent.name}/{Path(img).name}")
+            else:  # the hash of the exact render: only a holder of the source can match it
+                refs.append(reference(item.source.value, Path(img)))
         report.counts[f"redistribution:{mode}"] += 1
         rows.append({
             "item_id": item.item_id, "case_id": item.case_id, "split": item.split or "test",

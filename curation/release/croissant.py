@@ -28,7 +28,7 @@ LIST_FIELDS = {
     "options": "Options of a multiple-choice item, in order (A, B, ...).",
     "visual_dims": "Visual dimensions: small_object, fine_detail, spatial.",
     "reasoning_dims": "Reasoning dimensions: temporal, causal, long_tail, multi_source.",
-    "image_refs": "For sources released as references: where to rebuild each image from your own copy.",
+    "image_refs": "For sources released as references: per image a JSON object (source, render name, SHA-256 of the PNG) that `curate release rebuild` matches against renders of your own copy.",
 }
 
 

@@ -178,36 +178,51 @@ class Deidentifier:
         return out
 
     def _walk(self, ds: Any, days: int, names: list[str], out: Outcome, top: bool) -> None:
+        """Apply the profile to every element of ``ds`` and its sequences. An element whose action needs no value
+        (kept, removed, private) is never decoded, so it is written back byte for byte as it was read."""
         from pydicom.sequence import Sequence
 
-        for elem in list(ds):
-            tag = int(elem.tag)
-            key = f"{tag:08X}"
-            if elem.tag.is_private:
+        for tag in list(ds.keys()):
+            raw = ds.get_item(tag)  # not decoded
+            key = f"{int(tag):08X}"
+            if tag.is_private:
                 if self.params.retain_safe_private:
                     out.actions[key] = "K(private)"
                     continue
-                del ds[elem.tag]
+                del ds[tag]
                 out.actions[key] = "X"
                 continue
-            rule = self.rule_for(tag)
+            vr = raw.VR or _dictionary_vr(int(tag))
+            rule = self.rule_for(int(tag))
             if rule is None:
-                if elem.VR == "PN" and elem.value:
-                    del ds[elem.tag]  # a person's name outside the table is still a name
+                if vr == "PN" and raw.value:
+                    del ds[tag]  # a person's name outside the table is still a name
                     out.actions[key] = "X(name)"
                     continue
-                if elem.VR in ("LO", "SH", "LT", "ST", "UT", "UC") and elem.value and _mentions(str(elem.value), names):
-                    elem.value = _clean_text(str(elem.value), names)
-                    out.actions[key] = "C(identity)"
+                if vr in ("LO", "SH", "LT", "ST", "UT", "UC") and raw.value:
+                    elem = ds[tag]
+                    if elem.value and _mentions(str(elem.value), names):
+                        elem.value = _clean_text(str(elem.value), names)
+                        out.actions[key] = "C(identity)"
                     continue
-                if elem.VR == "SQ":
-                    for item in elem.value:
+                if vr == "SQ":
+                    for item in ds[tag].value:
                         self._walk(item, days, names, out, top=False)
-                elif elem.VR == "UI" and elem.keyword not in KEEP_UIDS and _looks_instance_uid(elem):
-                    elem.value = remap_uid(str(elem.value), self.secret)
-                    out.actions[key] = "U"
+                elif vr == "UI":
+                    elem = ds[tag]
+                    if elem.keyword not in KEEP_UIDS and _looks_instance_uid(elem):
+                        elem.value = remap_uid(str(elem.value), self.secret)
+                        out.actions[key] = "U"
                 continue
-            action = self.action_for(tag, rule)
+            action = self.action_for(int(tag), rule)
+            if action == "X":
+                del ds[tag]
+                out.actions[key] = "X"
+                continue
+            if action == "K" and vr != "SQ":
+                out.actions[key] = "K"
+                continue
+            elem = ds[tag]
             applied = self._apply(ds, elem, action, days, names)
             out.actions[key] = applied
             if applied in ("K", "U*") and elem.VR == "SQ" and elem.tag in ds:
@@ -285,6 +300,16 @@ class Deidentifier:
         ds.DeidentificationMethodCodeSequence = Sequence(seq)
         if self.params.retain_longitudinal_modified_dates:
             ds.LongitudinalTemporalInformationModified = "MODIFIED"
+
+
+def _dictionary_vr(tag: int) -> str | None:
+    """The VR the data dictionary gives ``tag`` (implicit VR files carry none); None when unknown."""
+    from pydicom.datadict import dictionary_VR
+
+    try:
+        return str(dictionary_VR(tag))
+    except KeyError:
+        return None
 
 
 def _looks_instance_uid(elem: Any) -> bool:

@@ -38,6 +38,10 @@ def _analyzer(model: str) -> Any:
     return engine
 
 
+DATE_START = re.compile(r"\d|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b|"
+                        r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\b", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Span:
     start: int
@@ -71,6 +75,10 @@ class TextDeidentifier:
             if tag == "NAME" and chunk.strip(" .,'’") in self.allow:
                 continue
             start, end = r.start, r.end
+            if tag == "DATE":  # NER spans often take the word before a date ("on", "seen"); keep that word
+                first = DATE_START.search(chunk)
+                if first:
+                    start += first.start()
             while end > start and text[end - 1].isspace():
                 end -= 1
             spans.append(Span(start, end, tag))

@@ -174,7 +174,7 @@ def imaging_convert(
     """Convert one image or series to a canonical RAS+ NIfTI."""
     import nibabel as nib
 
-    from curation.imaging.convert import convert_path
+    from curation.imaging.convert import convert_path, save_nifti
 
     if not src.exists():
         _err(f"{src}: does not exist")
@@ -184,8 +184,11 @@ def imaging_convert(
     except Exception as exc:
         _err(f"{src}: cannot convert ({type(exc).__name__}: {exc})")
         raise typer.Exit(3) from None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    nib.save(img, str(out))
+    if out.name.endswith((".nii", ".nii.gz")):
+        save_nifti(img, out)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        nib.save(img, str(out))
     typer.echo(f"{out}: shape {tuple(img.shape)}, orientation {info['orientation']}")
 
 

@@ -234,12 +234,7 @@ def deface_file(src: str | Path, dst: str | Path, *, brain_mask: str | Path | No
         out, summary = deface_image(img, brain_mask=given)
     except DefaceError as exc:
         raise DefaceError(f"{src}: {exc}") from exc
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    suffix = ".nii.gz" if dst.name.endswith(".nii.gz") else dst.suffix
-    tmp = dst.with_name(f".{dst.name}.tmp{suffix}")
-    try:
-        nib.save(out, str(tmp))
-        tmp.replace(dst)
-    finally:
-        tmp.unlink(missing_ok=True)
+    from curation.imaging.convert import save_nifti
+
+    save_nifti(out, dst)
     return {"input": str(src), "output": str(dst), **summary}

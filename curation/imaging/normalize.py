@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,13 @@ def process_series(task: dict[str, Any]) -> dict[str, Any]:
     """Pure function of one series: everything it writes lies under ``task['out_dir']``."""
     import nibabel as nib
 
-    from curation.imaging.convert import load_volume
+    from curation.imaging.convert import load_volume, save_nifti
 
     p: NormalizeParams = task["params"]
+    if task.get("threads"):
+        import SimpleITK as sitk
+
+        sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(int(task["threads"]))
     out_dir = Path(task["out_dir"])
     final_dir = Path(task["final_dir"])
     steps: list[dict[str, Any]] = []
@@ -63,11 +68,7 @@ def process_series(task: dict[str, Any]) -> dict[str, Any]:
         steps.append({"name": "zscore_foreground", "args": {}, "version": VERSION})
     out = nib.Nifti1Image(data, img.affine)
     out.header.set_xyzt_units("mm")
-    nii_path = out_dir / "volume.nii.gz"
-    nii_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = nii_path.with_name(".volume.tmp.nii.gz")
-    nib.save(out, str(tmp))
-    tmp.replace(nii_path)
+    save_nifti(out, out_dir / "volume.nii.gz")
     spacing = tuple(round(float(z), 4) for z in out.header.get_zooms()[:3])
     sidecar = dict(info.get("sidecar") or {})
     sidecar.update({"Sequence": task.get("sequence"), "Orientation": "RAS", "Spacing": list(spacing),
@@ -121,6 +122,8 @@ def register_series(task: dict[str, Any]) -> dict[str, Any]:
     import nibabel as nib
     import SimpleITK as sitk
 
+    from curation.imaging.convert import save_nifti
+
     p: NormalizeParams = task["params"]
     out_dir, final_dir = Path(task["out_dir"]), Path(task["final_dir"])
     try:
@@ -151,9 +154,7 @@ def register_series(task: dict[str, Any]) -> dict[str, Any]:
     spacing = tuple(round(float(z), 4) for z in fixed_img.header.get_zooms()[:3])
     img = _from_sitk(out, fixed_img.affine, spacing)
     data = np.asarray(img.dataobj, dtype=np.float32)
-    tmp = out_dir / ".volume.tmp.nii.gz"
-    nib.save(img, str(tmp))
-    tmp.replace(out_dir / "volume.nii.gz")
+    save_nifti(img, out_dir / "volume.nii.gz")
     for old in out_dir.glob("*.png"):
         old.unlink()
     fg = data > float(data.mean())
@@ -281,7 +282,16 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
     cases_path = src / "cases.jsonl"
     if not cases_path.exists():
         raise InputError("no cases.jsonl (run the deidentify stage first)", src)
+    # the imaging libraries are imported once here, so local worker processes (forked) start with them loaded
+    import nibabel  # noqa: F401
+    import SimpleITK  # noqa: F401
+
+    import curation.imaging.convert  # noqa: F401
+    import curation.imaging.render  # noqa: F401
+
     report = Report(stage="normalize")
+    # local workers share the cores instead of each running as many ITK threads as there are cores
+    threads = max(1, (os.cpu_count() or 1) // workers) if workers > 1 and scheduler is None else None
     cases = list(read_jsonl(cases_path, Case))
     with staged_dir(dst) as staging:
         series_tasks, figure_tasks = [], []
@@ -291,7 +301,7 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
                     rel = Path("files") / case.case_id / s.series_id
                     series_tasks.append(({"format": s.format, "files": s.files, "params": params,
                                           "out_dir": str(staging / rel), "final_dir": str(dst / rel),
-                                          "sequence": s.sequence}, s))
+                                          "sequence": s.sequence, "threads": threads}, s))
             for fig in case.figures:
                 if fig.path:
                     rel = Path("files") / case.case_id / f"{fig.figure_id}.png"

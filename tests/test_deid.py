@@ -60,6 +60,69 @@ def test_dicom_phi_removed_dates_shifted_uids_consistent(demo_raw: Path, tmp_pat
     assert d0.StudyDate != src0.StudyDate
 
 
+def _encoded(ds: Dataset, path: Path, syntax: str) -> Path:
+    from pydicom.uid import UID
+
+    ds = ds.copy()
+    ds.file_meta = ds.file_meta.copy()
+    ds.file_meta.TransferSyntaxUID = UID(syntax)
+    little, implicit = syntax != "1.2.840.10008.1.2.2", syntax == "1.2.840.10008.1.2"
+    pydicom.dcmwrite(path, ds, implicit_vr=implicit, little_endian=little, enforce_file_format=True)
+    return path
+
+
+@pytest.mark.parametrize("charset", ["", "ISO_IR 100", "ISO_IR 192"])
+def test_every_encoding_gives_the_same_deidentified_values(demo_raw: Path, tmp_path: Path, charset: str) -> None:
+    """Implicit VR, explicit little and big endian, ASCII, Latin-1 and UTF-8 text: values are replaced from the
+    element bytes as read where that is safe and through pydicom otherwise; the results must not differ."""
+    ds = pydicom.dcmread(_series(demo_raw)[0])
+    name = "MÜLLER^JOSÉ" if charset else "MULLER^JOSE"
+    if charset:
+        ds.SpecificCharacterSet = charset
+    ds.PatientName = name
+    ds.SeriesDescription = f"{name.split('^')[0]} T1 axial"
+    ds.ContentDate = "20060314\\20060315"  # two values: each is shifted
+    nested = Dataset()
+    nested.ReferencedSOPClassUID = ds.SOPClassUID
+    nested.ReferencedSOPInstanceUID = ds.SOPInstanceUID
+    ds.ReferencedImageSequence = Sequence([nested])
+    results = {}
+    for syntax in ("1.2.840.10008.1.2", "1.2.840.10008.1.2.1", "1.2.840.10008.1.2.2"):
+        src = _encoded(ds, tmp_path / f"in-{syntax}.dcm", syntax)
+        out = tmp_path / f"out-{syntax}.dcm"
+        assert deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "adni-aaaaaaaaaaaa")["ok"]
+        raw = out.read_bytes()
+        for token in ("FLANDERS", "4410074", "Springfield", "HIBBERT"):
+            assert token.encode() not in raw, (syntax, token)
+        for codec in ("latin-1", "utf-8"):
+            assert "MÜLLER".encode(codec) not in raw and b"MULLER" not in raw
+        got = pydicom.dcmread(out)
+        assert got.file_meta.TransferSyntaxUID == syntax
+        assert got.PixelData == pydicom.dcmread(src).PixelData
+        assert got.SeriesDescription == "T1 axial"
+        assert got.file_meta.MediaStorageSOPInstanceUID == got.SOPInstanceUID
+        assert got.ReferencedImageSequence[0].ReferencedSOPInstanceUID == got.SOPInstanceUID != ds.SOPInstanceUID
+        results[syntax] = {e.keyword: "\\".join(map(str, e.value)) if e.VM > 1 else str(e.value)
+                           for e in got if e.keyword and e.VR not in ("OB", "OW", "SQ")}
+    first, *rest = results.values()
+    assert all(r == first for r in rest)
+    assert first["ContentDate"].count("\\") == 1 and "20060314" not in first["ContentDate"]
+    shift = (datetime.strptime(ds.StudyDate, "%Y%m%d") - datetime.strptime(first["StudyDate"], "%Y%m%d")).days
+    later = datetime.strptime(first["ContentDate"].split("\\")[1], "%Y%m%d")
+    assert (datetime.strptime("20060315", "%Y%m%d") - later).days == shift > 0
+
+
+def test_incomplete_file_meta_is_completed(demo_raw: Path, tmp_path: Path) -> None:
+    ds = pydicom.dcmread(_series(demo_raw)[0])
+    del ds.file_meta.ImplementationClassUID
+    src = tmp_path / "in.dcm"
+    ds.save_as(src)
+    assert "ImplementationClassUID" not in pydicom.dcmread(src).file_meta
+    assert deidentify_file(str(src), str(tmp_path / "out.dcm"), DicomDeidParams(), b"k", "p", "x")["ok"]
+    meta = pydicom.dcmread(tmp_path / "out.dcm").file_meta
+    assert meta.ImplementationClassUID and meta.FileMetaInformationGroupLength > 0
+
+
 def test_burned_in_and_junk_are_quarantined(demo_raw: Path, tmp_path: Path) -> None:
     f = _series(demo_raw)[0]
     ds = pydicom.dcmread(f)

@@ -128,13 +128,23 @@ def _dummy(vr: str) -> Any:
 
 
 class Deidentifier:
-    """Applies the table to one dataset with a fixed set of options and identities."""
+    """Applies the table to one dataset with a fixed set of options and identities.
+
+    Elements are handled in their raw (as read) form wherever the value is plain ASCII: an element whose action
+    needs no value is never decoded, and a replaced value is encoded straight into a new raw element, so only
+    what changed is re-encoded on write. Anything else (other character sets, decoded elements) takes pydicom's
+    decoded path.
+    """
 
     def __init__(self, params: DicomDeidParams, secret: bytes) -> None:
         self.params = params
         self.secret = secret
         self.table = load_table()
         self.enabled = [name for name in OPTION_COLUMNS if getattr(params, name)]
+        self.actions = {tag: _resolve(self.action_for(tag, rule)) for tag, rule in self.table.rules.items()}
+        labels = [METHOD_CODES["basic"][1]] + [METHOD_CODES[o][1] for o in self.enabled]
+        self.method = ("; ".join(labels) + f" [{self.table.edition}]")[:64]
+        self._uids: dict[str, str] = {}
 
     def action_for(self, tag: int, rule: Rule) -> str:
         # an enabled option overrides the basic action; Clean Descriptors applies only to what it names
@@ -155,140 +165,157 @@ class Deidentifier:
                 tag, "overlay/curve", "X", {})
         return None
 
+    def uid(self, value: str) -> str:
+        out = self._uids.get(value)
+        if out is None:
+            out = self._uids[value] = remap_uid(value, self.secret)
+        return out
+
     def deidentify(self, ds: Any, patient_key: str, pseudonym: str) -> Outcome:
-        sop_class = str(ds.get("SOPClassUID", ""))
-        image_type = "\\".join(str(v) for v in (ds.get("ImageType") or []))
-        if str(ds.get("BurnedInAnnotation", "")).upper() == "YES":
+        sop_class = _text(ds, SOP_CLASS_UID)
+        image_type = _text(ds, IMAGE_TYPE).upper()
+        if _text(ds, BURNED_IN).upper() == "YES":
             return Outcome(False, "burned_in_annotation", "BurnedInAnnotation=YES; no pixel-mask rule for this device")
-        if sop_class.startswith(SECONDARY_CAPTURE) or sop_class == VL_PHOTO or "SCREEN SAVE" in image_type.upper():
+        if sop_class.startswith(SECONDARY_CAPTURE) or sop_class == VL_PHOTO or "SCREEN SAVE" in image_type:
             return Outcome(False, "burned_in_risk", f"secondary capture/photograph (SOP class {sop_class})")
         days = date_offset_days(patient_key, self.secret, self.params.max_date_shift_days)
-        names = _identity_tokens(ds)
+        tokens = _identity_tokens(ds)
+        scrub = _Scrubber(tokens)
         out = Outcome(True)
-        self._walk(ds, days, names, out, top=True)
-        if "file_meta" in ds.__dict__ or getattr(ds, "file_meta", None) is not None:
-            meta = ds.file_meta
-            if "MediaStorageSOPInstanceUID" in meta and "SOPInstanceUID" in ds:
-                meta.MediaStorageSOPInstanceUID = ds.SOPInstanceUID
-        ds.PatientName = pseudonym
-        ds.PatientID = pseudonym
+        self._walk(ds, days, scrub, out)
+        meta = getattr(ds, "file_meta", None)
+        if meta is not None and "MediaStorageSOPInstanceUID" in meta and SOP_INSTANCE_UID in ds:
+            meta.MediaStorageSOPInstanceUID = _text(ds, SOP_INSTANCE_UID)
+        _put(ds, PATIENT_NAME, "PN", pseudonym)
+        _put(ds, PATIENT_ID, "LO", pseudonym)
         out.actions.setdefault("00100010", "D")
         out.actions.setdefault("00100020", "D")
         self._mark(ds)
         return out
 
-    def _walk(self, ds: Any, days: int, names: list[str], out: Outcome, top: bool) -> None:
-        """Apply the profile to every element of ``ds`` and its sequences. An element whose action needs no value
-        (kept, removed, private) is never decoded, so it is written back byte for byte as it was read."""
-        from pydicom.sequence import Sequence
-
-        for tag in list(ds.keys()):
-            raw = ds.get_item(tag)  # not decoded
-            key = f"{int(tag):08X}"
-            if tag.is_private:
-                if self.params.retain_safe_private:
-                    out.actions[key] = "K(private)"
-                    continue
-                del ds[tag]
-                out.actions[key] = "X"
+    def _walk(self, ds: Any, days: int, scrub: _Scrubber, out: Outcome) -> None:
+        """Apply the profile to every element of ``ds`` and its sequences."""
+        acts = out.actions
+        actions = self.actions
+        keep_private = self.params.retain_safe_private
+        for tag, elem in list(ds.items()):  # raw as read, or decoded if something read it already
+            t = int(tag)
+            key = f"{t:08X}"
+            if t & 0x10000:  # odd group: private
+                if keep_private:
+                    acts[key] = "K(private)"
+                else:
+                    del ds[tag]
+                    acts[key] = "X"
                 continue
-            vr = raw.VR or _dictionary_vr(int(tag))
-            rule = self.rule_for(int(tag))
-            if rule is None:
-                if vr == "PN" and raw.value:
-                    del ds[tag]  # a person's name outside the table is still a name
-                    out.actions[key] = "X(name)"
-                    continue
-                if vr in ("LO", "SH", "LT", "ST", "UT", "UC") and raw.value:
-                    elem = ds[tag]
-                    if elem.value and _mentions(str(elem.value), names):
-                        elem.value = _clean_text(str(elem.value), names)
-                        out.actions[key] = "C(identity)"
-                    continue
-                if vr == "SQ":
-                    for item in ds[tag].value:
-                        self._walk(item, days, names, out, top=False)
-                elif vr == "UI":
-                    elem = ds[tag]
-                    if elem.keyword not in KEEP_UIDS and _looks_instance_uid(elem):
-                        elem.value = remap_uid(str(elem.value), self.secret)
-                        out.actions[key] = "U"
-                continue
-            action = self.action_for(int(tag), rule)
+            action = actions.get(t)
             if action == "X":
                 del ds[tag]
-                out.actions[key] = "X"
+                acts[key] = "X"
                 continue
-            if action == "K" and vr != "SQ":
-                out.actions[key] = "K"
-                continue
-            elem = ds[tag]
-            applied = self._apply(ds, elem, action, days, names)
-            out.actions[key] = applied
-            if applied in ("K", "U*") and elem.VR == "SQ" and elem.tag in ds:
-                for item in ds[elem.tag].value:
-                    self._walk(item, days, names, out, top=False)
-            elif applied == "Z" and elem.VR == "SQ" and elem.tag in ds:
-                ds[elem.tag].value = Sequence([])
-
-    def _apply(self, ds: Any, elem: Any, action: str, days: int, names: list[str]) -> str:
-        vr = elem.VR
-        # combined actions: choose the most conservative that keeps the dataset conformant
-        if "/" in action:
-            action = "U*" if "U*" in action else ("Z" if "Z" in action else "D")
-        if action == "X":
-            del ds[elem.tag]
-            return "X"
-        if action == "Z":
-            if vr == "SQ":
-                return "Z"
-            elem.value = "" if vr not in ("US", "SS", "UL", "SL", "FL", "FD") else None
-            return "Z"
-        if action == "K" or action == "U*":
-            return action
-        if action == "U":
-            if vr == "UI" and elem.value:
-                if elem.VM > 1:
-                    elem.value = [remap_uid(str(v), self.secret) for v in elem.value]
+            vr = elem.VR or _dictionary_vr(t)
+            if action is None:
+                group = t >> 16
+                if 0x5000 <= group <= 0x50FF or 0x6000 <= group <= 0x60FF:
+                    rule = self.rule_for(t)
+                    action = _resolve(self.action_for(t, rule)) if rule else "X"
+                    if action == "X":
+                        del ds[tag]
+                        acts[key] = "X"
+                        continue
                 else:
-                    elem.value = remap_uid(str(elem.value), self.secret)
+                    self._untabled(ds, tag, elem, vr, days, scrub, acts, key)
+                    continue
+            if vr == "SQ":
+                if action in ("K", "U*", "C"):
+                    acts[key] = "K"
+                    for item in ds[tag].value:
+                        self._walk(item, days, scrub, out)
+                else:  # D, Z: an empty sequence
+                    _put(ds, tag, "SQ", None)
+                    acts[key] = action
+                continue
+            if action == "K" or action == "U*":
+                acts[key] = action
+                continue
+            acts[key] = self._apply(ds, tag, elem, vr, action, days, scrub)
+
+    def _untabled(self, ds: Any, tag: Any, elem: Any, vr: str | None, days: int, scrub: _Scrubber,
+                  acts: dict[str, str], key: str) -> None:
+        """An element the table does not list: names go, free text is cleaned of this patient's identity,
+        instance UIDs are remapped, sequences are walked."""
+        if vr == "SQ":
+            for item in ds[tag].value:
+                self._walk(item, days, scrub, Outcome(True, actions=acts))
+        elif vr == "PN":
+            if elem.value:
+                del ds[tag]  # a person's name outside the table is still a name
+                acts[key] = "X(name)"
+        elif vr in FREE_TEXT:
+            if elem.value:
+                text = _value(ds, tag, elem)
+                if text and scrub.mentions(text):
+                    _put(ds, tag, vr, scrub.clean(text), elem)
+                    acts[key] = "C(identity)"
+        elif vr == "UI" and int(tag) not in KEEP_UID_TAGS:
+            text = _value(ds, tag, elem)
+            if text and all(_looks_instance_uid(v) for v in text.split("\\")):
+                _put(ds, tag, "UI", "\\".join(self.uid(v) for v in text.split("\\")), elem)
+                acts[key] = "U"
+
+    def _apply(self, ds: Any, tag: Any, elem: Any, vr: str | None, action: str, days: int, scrub: _Scrubber) -> str:
+        if action == "Z":
+            _put(ds, tag, vr, None, elem)
+            return "Z"
+        if action == "U":
+            if vr == "UI":
+                text = _value(ds, tag, elem)
+                if text:
+                    _put(ds, tag, vr, "\\".join(self.uid(v) for v in text.split("\\")), elem)
             return "U"
         if action == "C":
-            if vr == "DA":
-                elem.value = _shift_da(str(elem.value or ""), days)
-                return "C(shift)"
-            if vr == "DT":
-                elem.value = _shift_dt(str(elem.value or ""), days)
-                return "C(shift)"
             if vr == "TM":
                 return "C(keep-time)"
-            if vr in ("LO", "SH", "LT", "ST", "UT", "UC", "PN", "CS"):
-                elem.value = _clean_text(str(elem.value or ""), names)
+            if vr in ("DA", "DT"):
+                text = _value(ds, tag, elem)
+                shift = _shift_da if vr == "DA" else _shift_dt
+                _put(ds, tag, vr, "\\".join(shift(v, days) for v in text.split("\\")) if text else None, elem)
+                return "C(shift)"
+            if vr in FREE_TEXT or vr in ("PN", "CS"):
+                _put(ds, tag, vr, scrub.clean(_value(ds, tag, elem)), elem)
                 return "C(clean)"
-            if vr == "SQ":
-                return "K"
-            del ds[elem.tag]
+            del ds[tag]
             return "X"
         if action == "D":
-            if vr == "SQ":
-                from pydicom.sequence import Sequence
-
-                ds[elem.tag].value = Sequence([])
-            elif vr == "UI":
-                elem.value = remap_uid(str(elem.value or ""), self.secret)
+            if vr == "UI":
+                _put(ds, tag, vr, self.uid(_value(ds, tag, elem)), elem)
             else:
-                elem.value = _dummy(vr)
+                _put(ds, tag, vr, _dummy(vr or ""), elem)
             return "D"
-        del ds[elem.tag]
+        del ds[tag]
         return "X"
 
     def _mark(self, ds: Any) -> None:
+        from pydicom.dataelem import RawDataElement
+        from pydicom.tag import Tag
+
+        _put(ds, 0x00120062, "CS", "YES")  # PatientIdentityRemoved
+        _put(ds, 0x00120063, "LO", self.method)  # DeidentificationMethod
+        if self.params.retain_longitudinal_modified_dates:
+            _put(ds, 0x00280303, "CS", "MODIFIED")  # LongitudinalTemporalInformationModified
+        implicit, little = ds.original_encoding
+        tag = Tag(0x00120064)  # DeidentificationMethodCodeSequence: the same items in every file, encoded once
+        if implicit is None or little is None:
+            ds[tag] = self._method_codes()
+        else:
+            data = self._method_code_bytes(implicit, little)
+            ds[tag] = RawDataElement(tag, None if implicit else "SQ", len(data), data, 0, implicit, little)
+
+    def _method_codes(self) -> Any:
+        from pydicom.dataelem import DataElement
         from pydicom.dataset import Dataset
         from pydicom.sequence import Sequence
 
-        ds.PatientIdentityRemoved = "YES"
-        labels = [METHOD_CODES["basic"][1]] + [METHOD_CODES[o][1] for o in self.enabled]
-        ds.DeidentificationMethod = ("; ".join(labels) + f" [{self.table.edition}]")[:64]
         seq = []
         for name in ["basic", *self.enabled]:
             code, meaning = METHOD_CODES[name]
@@ -297,9 +324,97 @@ class Deidentifier:
             item.CodingSchemeDesignator = "DCM"
             item.CodeMeaning = meaning
             seq.append(item)
-        ds.DeidentificationMethodCodeSequence = Sequence(seq)
-        if self.params.retain_longitudinal_modified_dates:
-            ds.LongitudinalTemporalInformationModified = "MODIFIED"
+        return DataElement(0x00120064, "SQ", Sequence(seq))
+
+    @lru_cache(maxsize=4)  # noqa: B019 - one Deidentifier per process
+    def _method_code_bytes(self, implicit: bool, little: bool) -> bytes:
+        from pydicom.filebase import DicomBytesIO
+        from pydicom.filewriter import write_data_element
+
+        fp = DicomBytesIO()
+        fp.is_implicit_VR, fp.is_little_endian = implicit, little
+        write_data_element(fp, self._method_codes())
+        return fp.getvalue()[8 if implicit else 12:]  # the items, without the element's tag, VR and length
+
+
+FREE_TEXT = frozenset(("LO", "SH", "LT", "ST", "UT", "UC"))
+SOP_CLASS_UID, SOP_INSTANCE_UID, IMAGE_TYPE, BURNED_IN = 0x00080016, 0x00080018, 0x00080008, 0x00280301
+PATIENT_NAME, PATIENT_ID = 0x00100010, 0x00100020
+KEEP_UID_TAGS = frozenset((0x00080016, 0x00081150, 0x00020002, 0x00020010, 0x00020012, 0x00001002, 0x00001003))
+NAME_TAGS = (0x00100010, 0x00101001, 0x00101005, 0x00101060, 0x00080090, 0x00081050, 0x00081070)
+ID_TAGS = (0x00100020, 0x00101000, 0x00080050, 0x00100030)
+
+
+def _resolve(action: str) -> str:
+    """Combined actions: the most conservative that keeps the dataset conformant."""
+    if "/" in action:
+        return "U*" if "U*" in action else ("Z" if "Z" in action else "D")
+    return action
+
+
+def _value(ds: Any, tag: Any, elem: Any) -> str:
+    """An element's value as text: straight from the raw bytes when they are ASCII, else decoded by pydicom."""
+    if elem.is_raw and elem.value is not None and elem.value.isascii():
+        return elem.value.decode("ascii").rstrip(" \x00")
+    value = ds[tag].value
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "MultiValue":
+        return "\\".join(str(v) for v in value)
+    return str(value)
+
+
+def _text(ds: Any, tag: int) -> str:
+    elem = ds.get_item(tag)
+    return "" if elem is None else _value(ds, tag, elem)
+
+
+def _put(ds: Any, tag: Any, vr: str | None, value: str | None, old: Any = False) -> None:
+    """Replace (or add) an element. ASCII text becomes a raw element encoded the way the dataset was read, so it
+    is written as it stands; anything else is set through pydicom, which encodes it in the dataset's character
+    set. ``old``: the element as it is now, when the caller has it."""
+    from pydicom.dataelem import DataElement, RawDataElement
+
+    if old is False:
+        old = ds.get_item(tag)
+    if vr is None:
+        vr = old.VR if old is not None and old.VR else _dictionary_vr(int(tag))
+    if vr == "SQ":
+        from pydicom.sequence import Sequence
+
+        ds[tag] = DataElement(tag, "SQ", Sequence([]))
+        return
+    if value is None or value == "":
+        data = b""
+    elif value.isascii() and vr in RAW_TEXT_VRS:
+        data = value.encode("ascii")
+        if len(data) % 2:
+            data += b"\x00" if vr == "UI" else b" "
+    else:
+        ds[tag] = DataElement(tag, vr, value)
+        return
+    if old is not None and old.is_raw:
+        implicit, little = old.is_implicit_VR, old.is_little_endian
+        tag = old.tag
+    else:
+        implicit, little = ds.original_encoding
+        if implicit is None or little is None:  # a dataset built in memory: pydicom encodes it on write
+            ds[tag] = DataElement(tag, vr, data.decode("ascii").rstrip(" \x00"))
+            return
+        tag = _tag(tag)
+    # a plain, public (non-private) element: stored as is, as pydicom stores what it reads
+    ds._dict[tag] = RawDataElement(tag, None if implicit else vr, len(data), data, 0, implicit, little)
+
+
+@lru_cache(maxsize=256)
+def _tag(tag: int) -> Any:
+    from pydicom.tag import Tag
+
+    return Tag(tag)
+
+
+RAW_TEXT_VRS = frozenset(("AE", "AS", "CS", "DA", "DS", "DT", "IS", "LO", "LT", "PN", "SH", "ST", "TM", "UC", "UI",
+                          "UR", "UT"))
 
 
 def _dictionary_vr(tag: int) -> str | None:
@@ -312,43 +427,56 @@ def _dictionary_vr(tag: int) -> str | None:
         return None
 
 
-def _looks_instance_uid(elem: Any) -> bool:
-    value = str(elem.value or "")
-    return bool(re.fullmatch(r"[0-9.]{8,64}", value)) and not value.startswith("1.2.840.10008.")
+INSTANCE_UID = re.compile(r"[0-9.]{8,64}")
+
+
+def _looks_instance_uid(value: str) -> bool:
+    return bool(INSTANCE_UID.fullmatch(value)) and not value.startswith("1.2.840.10008.")
 
 
 def _identity_tokens(ds: Any) -> list[str]:
     """Name parts, ids and birth date of this patient, removed wherever a descriptor repeats them."""
     tokens: list[str] = []
-    for kw in ("PatientName", "OtherPatientNames", "PatientBirthName", "PatientMotherBirthName",
-               "ReferringPhysicianName", "PerformingPhysicianName", "OperatorsName"):
-        v = ds.get(kw)
-        if v:
-            for part in re.split(r"[\^\s\\,]+", str(v)):
-                if len(part) >= 2:
-                    tokens.append(part)
-    for kw in ("PatientID", "OtherPatientIDs", "AccessionNumber", "PatientBirthDate"):
-        v = ds.get(kw)
-        if v:
-            tokens.append(str(v))
+    for tag in NAME_TAGS:
+        for part in re.split(r"[\^\s\\,=]+", _text(ds, tag)):
+            if len(part) >= 2:
+                tokens.append(part)
+    for tag in ID_TAGS:
+        tokens.extend(v for v in _text(ds, tag).split("\\") if v)
     return sorted(set(tokens), key=len, reverse=True)
 
 
-def _mentions(text: str, tokens: list[str]) -> bool:
-    low = text.lower()
-    return any(t.lower() in low for t in tokens if len(t) >= 3)
-
-
 ID_LIKE = re.compile(r"\b(?:MRN|ID|ACC)?[-:# ]*\d{5,}\b", re.IGNORECASE)
+LABELS = re.compile(r"\b(MRN|DOB|scanned for|patient name)\b[:#]?", re.IGNORECASE)
+SEPARATORS = re.compile(r"[\^,;:]+(\s*[\^,;:]+)*")
 
 
-def _clean_text(text: str, tokens: list[str]) -> str:
-    for tok in tokens:
-        text = re.sub(re.escape(tok), "", text, flags=re.IGNORECASE)
-    text = ID_LIKE.sub("", text)
-    text = re.sub(r"\b(MRN|DOB|scanned for|patient name)\b[:#]?", "", text, flags=re.IGNORECASE)
-    text = re.sub(r"[\^,;:]+(\s*[\^,;:]+)*", lambda m: m.group(0)[0], text)
-    return " ".join(text.strip(" ^,;:").split())[:64]
+class _Scrubber:
+    """Removes one patient's identity tokens (names, ids, birth date) and id-like numbers from a descriptor."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = [(t, t.lower()) for t in tokens]
+        self.needles = [low for t, low in self.tokens if len(t) >= 3]
+
+    def mentions(self, text: str) -> bool:
+        low = text.lower()
+        return any(t in low for t in self.needles)
+
+    def clean(self, text: str) -> str:
+        low = text.lower()
+        present = tuple(t for t, t_low in self.tokens if t_low in low)
+        if present:
+            text = _alternation(present).sub("", text)
+        text = ID_LIKE.sub("", text)
+        text = LABELS.sub("", text)
+        text = SEPARATORS.sub(lambda m: m.group(0)[0], text)
+        return " ".join(text.strip(" ^,;:").split())[:64]
+
+
+@lru_cache(maxsize=4096)
+def _alternation(tokens: tuple[str, ...]) -> re.Pattern[str]:
+    # tokens come longest first, so a full id goes before a part of it
+    return re.compile("|".join(re.escape(t) for t in tokens), re.IGNORECASE)
 
 
 def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, patient_key: str | None,
@@ -357,23 +485,47 @@ def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, 
     from curation.ingest.dicomscan import read_checked
     from curation.records import atomic_open
 
-    ds, info = read_checked(src)  # one read: the checks and the de-identification share the dataset
+    # one read: the checks and the de-identification share the dataset
+    ds, info = read_checked(src, header=False)
     if ds is None:
         return {"ok": False, "reason": info["reason"], "detail": info["detail"]}
     try:
-        key = patient_key or str(ds.get("PatientID", "") or "unknown")
+        key = patient_key or _text(ds, PATIENT_ID) or "unknown"
         pseud = pseudonym or "ANON-" + hmac.new(secret, key.encode(), hashlib.sha256).hexdigest()[:12]
-        outcome = Deidentifier(params, secret).deidentify(ds, key, pseud)
+        outcome = _deidentifier(params, secret).deidentify(ds, key, pseud)
         if not outcome.ok:
             return {"ok": False, "reason": outcome.reason, "detail": outcome.detail}
         Path(dst).parent.mkdir(parents=True, exist_ok=True)
         # atomic (temp + rename) without a per-file fsync: a killed run never leaves a partial file, and the
         # stage's output folder as a whole is swapped in only on success
         with atomic_open(dst, "wb", durable=False) as fh:
-            ds.save_as(fh, enforce_file_format=True)
+            ds.save_as(fh, enforce_file_format=not _conformant_meta(ds))
         return {"ok": True, "actions": outcome.actions}
     except Exception as exc:
         return {"ok": False, "reason": "dicom_deid_failed", "detail": f"{type(exc).__name__}: {exc}"}
+
+
+META_REQUIRED = (0x00020000, 0x00020001, 0x00020002, 0x00020003, 0x00020010, 0x00020012)
+
+
+def _conformant_meta(ds: Any) -> bool:
+    """The file has a preamble and every Type 1 file meta element (PS3.10 7.1), so pydicom writes the meta as it
+    stands with its group length recomputed; otherwise it is told to complete and check the meta."""
+    meta = getattr(ds, "file_meta", None)
+    return (meta is not None and getattr(ds, "preamble", None) is not None
+            and all(meta.get_item(t) is not None and meta.get_item(t).value for t in META_REQUIRED))
+
+
+_CACHED: dict[tuple[int, bytes], Deidentifier] = {}
+
+
+def _deidentifier(params: DicomDeidParams, secret: bytes) -> Deidentifier:
+    """One per settings and secret in a process: the resolved table and the UID map are reused across files."""
+    tool = _CACHED.get((id(params), secret))
+    if tool is None or tool.params != params:
+        _CACHED.clear()
+        tool = _CACHED[(id(params), secret)] = Deidentifier(params.model_copy(), secret)
+    return tool
 
 
 def offset_for(patient_key: str, secret: bytes, params: DicomDeidParams) -> int:

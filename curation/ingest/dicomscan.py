@@ -30,30 +30,33 @@ def inspect_dicom(path: str) -> dict[str, Any]:
     return check_dataset(ds)
 
 
-def read_checked(path: str) -> tuple[Any, dict[str, Any]]:
-    """Read a file once: ``(dataset, header info)`` or ``(None, {"ok": False, "reason", "detail"})``."""
+def read_checked(path: str, header: bool = True) -> tuple[Any, dict[str, Any]]:
+    """Read a file once: ``(dataset, header info)`` or ``(None, {"ok": False, "reason", "detail"})``.
+    ``header=False`` checks the file is usable without collecting the header fields."""
     import pydicom
     from pydicom.errors import InvalidDicomError
 
     try:
         with Path(path).open("rb") as fh:
             head = fh.read(132)
+            if len(head) < 132 or head[128:132] != b"DICM":
+                return None, {"ok": False, "reason": "skipped:not_dicom", "detail": "no DICM preamble"}
+            fh.seek(0)
+            try:
+                ds = pydicom.dcmread(fh)
+            except InvalidDicomError as exc:
+                return None, {"ok": False, "reason": "dicom_invalid", "detail": str(exc)}
+            except Exception as exc:  # pydicom raises many types on broken files
+                return None, {"ok": False, "reason": "dicom_unreadable", "detail": f"{type(exc).__name__}: {exc}"}
     except OSError as exc:
         return None, {"ok": False, "reason": "unreadable", "detail": str(exc)}
-    if len(head) < 132 or head[128:132] != b"DICM":
-        return None, {"ok": False, "reason": "skipped:not_dicom", "detail": "no DICM preamble"}
-    try:
-        ds = pydicom.dcmread(path)
-    except InvalidDicomError as exc:
-        return None, {"ok": False, "reason": "dicom_invalid", "detail": str(exc)}
-    except Exception as exc:  # pydicom raises many types on broken files
-        return None, {"ok": False, "reason": "dicom_unreadable", "detail": f"{type(exc).__name__}: {exc}"}
-    info = check_dataset(ds)
+    info = check_dataset(ds, header=header)
     return (ds if info["ok"] else None), info
 
 
-def check_dataset(ds: Any) -> dict[str, Any]:
-    """Header fields of a read dataset, or why it cannot be used (no meta, DICOMDIR, truncated pixels...)."""
+def check_dataset(ds: Any, header: bool = True) -> dict[str, Any]:
+    """Header fields of a read dataset, or why it cannot be used (no meta, DICOMDIR, truncated pixels...).
+    ``header=False``: only whether it can be used."""
     meta = getattr(ds, "file_meta", None)
     if meta is None or "TransferSyntaxUID" not in meta:
         return {"ok": False, "reason": "dicom_no_meta", "detail": "file meta information missing"}
@@ -63,16 +66,19 @@ def check_dataset(ds: Any) -> dict[str, Any]:
         if "PixelData" not in ds:
             return {"ok": False, "reason": "skipped:no_pixel_data", "detail": "no PixelData (not an image)"}
         if not meta.TransferSyntaxUID.is_compressed:
-            frames = int(ds.get("NumberOfFrames", 1) or 1)
-            expected = int(ds.Rows) * int(ds.Columns) * int(ds.get("SamplesPerPixel", 1)) * frames * (
-                int(ds.BitsAllocated) // 8
-            )
-            if len(ds.PixelData) < expected:
+            frames = _number(ds, 0x00280008, 1) or 1  # NumberOfFrames
+            expected = _number(ds, 0x00280010) * _number(ds, 0x00280011) * _number(ds, 0x00280002, 1) * frames * (
+                _number(ds, 0x00280100) // 8
+            )  # Rows, Columns, SamplesPerPixel, BitsAllocated
+            pixels = ds.get_item("PixelData").value  # as read: the bytes stay undecoded
+            if len(pixels) < expected:
                 return {
                     "ok": False,
                     "reason": "dicom_truncated",
-                    "detail": f"pixel data has {len(ds.PixelData)} of {expected} bytes",
+                    "detail": f"pixel data has {len(pixels)} of {expected} bytes",
                 }
+        if not header:
+            return {"ok": True}
         ipp = ds.get("ImagePositionPatient")
         return {
             "ok": True,
@@ -89,3 +95,23 @@ def check_dataset(ds: Any) -> dict[str, Any]:
         }
     except Exception as exc:
         return {"ok": False, "reason": "dicom_malformed", "detail": f"{type(exc).__name__}: {exc}"}
+
+
+def _number(ds: Any, tag: int, default: int | None = None) -> int:
+    """A US or IS element's value, read from its bytes as stored when it is still undecoded (the element is then
+    written back as it was read). A missing element without a default raises, as a missing attribute does."""
+    import struct
+
+    elem = ds.get_item(tag)
+    if elem is None or (elem.is_raw and not elem.value):
+        if default is None:
+            raise AttributeError(f"missing ({tag >> 16:04X},{tag & 0xFFFF:04X})")
+        return default
+    if elem.is_raw:
+        value = elem.value
+        if len(value) == 2 and elem.VR in ("US", None) and tag != 0x00280008:
+            return struct.unpack("<H" if elem.is_little_endian else ">H", value)[0]
+        if tag == 0x00280008:  # IS: ASCII digits
+            return int(value.decode("ascii").strip(" \x00") or default or 0)
+    value = ds[tag].value
+    return default if value in (None, "") and default is not None else int(value)

@@ -168,6 +168,8 @@ class Deidentifier:
     def uid(self, value: str) -> str:
         out = self._uids.get(value)
         if out is None:
+            if len(self._uids) >= UID_MEMO:  # study and series UIDs repeat; instance UIDs do not: stay bounded
+                self._uids.clear()
             out = self._uids[value] = remap_uid(value, self.secret)
         return out
 
@@ -337,6 +339,7 @@ class Deidentifier:
         return fp.getvalue()[8 if implicit else 12:]  # the items, without the element's tag, VR and length
 
 
+UID_MEMO = 100_000
 FREE_TEXT = frozenset(("LO", "SH", "LT", "ST", "UT", "UC"))
 SOP_CLASS_UID, SOP_INSTANCE_UID, IMAGE_TYPE, BURNED_IN = 0x00080016, 0x00080018, 0x00080008, 0x00280301
 PATIENT_NAME, PATIENT_ID = 0x00100010, 0x00100020

@@ -50,7 +50,8 @@ def run(work: Path, root: Path) -> list[Figure]:
     per_20k = big["seconds"] * 20000 / big["items"]
     out.append(Figure("generate", f"templates only, {big['cases']} cases -> {big['items']} items", big["seconds"], "s",
                       "Med-CMR scale anchor: 1 minute", 60.0, big["seconds"] / 60.0, "< 1.0", big["seconds"] < 60,
-                      {"seconds_per_20000_items": round(per_20k, 2), "items_per_s": round(big["items"] / big["seconds"])}))
+                      {"seconds_per_20000_items": round(per_20k, 2),
+                       "items_per_s": round(big["items"] / big["seconds"])}))
     out.append(Figure("generate", "peak RSS at 5,000 cases", big["max_rss_mb"], "MB", "peak RSS at 1,000 cases",
                       stats[1000]["max_rss_mb"], big["max_rss_mb"] / stats[1000]["max_rss_mb"],
                       "< 1.2 (streams: memory flat in n)", big["max_rss_mb"] / stats[1000]["max_rss_mb"] < 1.2))

@@ -32,6 +32,7 @@ app.add_typer(schema_app, name="schema")
 ParamsOpt = Annotated[Path, typer.Option("--params", help="params.yaml to read this stage's section from.")]
 ReportOpt = Annotated[Path | None, typer.Option("--report", help="Write the stage report (JSON metrics) here.")]
 WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Local worker processes.")]
+ReleaseDirArg = Annotated[Path | None, typer.Argument(help="A release folder (default: the one params.yaml names).")]
 SchedulerOpt = Annotated[str | None, typer.Option("--scheduler", help="Dask scheduler address, e.g. tcp://host:8786.")]
 
 
@@ -415,7 +416,7 @@ def release_build(
 @release_app.command("verify")
 @clean_errors
 def release_verify(
-    directory: Annotated[Path | None, typer.Argument(help="A release folder (default: the one params.yaml names).")] = None,
+    directory: ReleaseDirArg = None,
     params: ParamsOpt = Path("params.yaml"),
 ) -> None:
     """Check checksums, manifest, canary and schema; non-zero exit on any problem."""
@@ -434,7 +435,7 @@ def release_verify(
 @release_app.command("show")
 @clean_errors
 def release_show(
-    directory: Annotated[Path | None, typer.Argument(help="A release folder (default: the one params.yaml names).")] = None,
+    directory: ReleaseDirArg = None,
     params: ParamsOpt = Path("params.yaml"),
 ) -> None:
     """Print a release's location, item counts and review status from its manifest."""
@@ -524,7 +525,8 @@ def schema_export(out_dir: Annotated[Path, typer.Argument(help="Folder for one J
     from curation.schema import EXPORTED_MODELS
 
     for name, model in EXPORTED_MODELS.items():
-        write_text(out_dir / f"{name}.schema.json", json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n")
+        schema = json.dumps(model.model_json_schema(), indent=2, sort_keys=True)
+        write_text(out_dir / f"{name}.schema.json", schema + "\n")
     typer.echo(f"{out_dir}: {len(EXPORTED_MODELS)} schemas")
 
 

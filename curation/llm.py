@@ -206,7 +206,8 @@ class LLMClient:
         p, c = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
         self.usage.prompt_tokens += p
         self.usage.completion_tokens += c
-        self.usage.cost_usd += p / 1000 * self.params.price_per_1k_prompt + c / 1000 * self.params.price_per_1k_completion
+        self.usage.cost_usd += (p / 1000 * self.params.price_per_1k_prompt
+                                + c / 1000 * self.params.price_per_1k_completion)
 
     # -- parsing ----------------------------------------------------------------------------------------
     @staticmethod

@@ -18,7 +18,8 @@ COLUMNS = [
 
 def main(src: str, edition: str) -> None:
     rows = json.loads(Path(src).read_text())
-    out = [f"# DICOM PS3.15 Annex E Table E.1-1 (Application Level Confidentiality Profile Attributes), edition {edition}",
+    out = [f"# DICOM PS3.15 Annex E Table E.1-1 (Application Level Confidentiality Profile Attributes), "
+           f"edition {edition}",
            "# one attribute a line; actions: D Z X K C U and combinations (X/Z, X/D, X/Z/D, Z/D, X/Z/U*)",
            "tag\tname\t" + "\t".join(COLUMNS)]
     for r in sorted(rows, key=lambda r: r["id"]):

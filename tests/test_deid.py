@@ -40,7 +40,7 @@ def test_dicom_phi_removed_dates_shifted_uids_consistent(demo_raw: Path, tmp_pat
         res = deidentify_file(str(f), str(out), DicomDeidParams(), b"k", "patient-1", "adni-aaaaaaaaaaaa")
         assert res["ok"], res
         outs.append((f, out))
-    for src, out in outs:
+    for _src, out in outs:
         raw = out.read_bytes()
         for token in PHI:
             assert token.encode() not in raw, token

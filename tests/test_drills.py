@@ -176,7 +176,8 @@ def test_malformed_corpus_through_the_whole_pipeline(pipeline, raw_copy, tmp_pat
     img.write_bytes(img.read_bytes()[:1000])
 
     p = load_params(ROOT / "params.yaml")
-    p.generate.templates_dir, p.generate.knowledge = str(ROOT / p.generate.templates_dir), str(ROOT / p.generate.knowledge)
+    p.generate.templates_dir = str(ROOT / p.generate.templates_dir)
+    p.generate.knowledge = str(ROOT / p.generate.knowledge)
     p.extract.lexicon = str(ROOT / p.extract.lexicon)
     # the demo has only three case-report files: one broken file is a third of the inputs
     p.ingest.max_failure_rate = p.deidentify.max_failure_rate = p.normalize.max_failure_rate = 0.5

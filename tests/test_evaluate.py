@@ -118,7 +118,8 @@ def responder(rows: list[dict], answers: dict, judge_garbage: bool = False):
             ok = "WRONG" not in cand and "Looks like" not in cand
             return Reply(json.dumps({"scores": {k: 5 if ok else 2 for k in (
                 "diagnostic_correctness", "visual_grounding", "reasoning_coherence", "consistency")},
-                "correct": ok, "error_type": None if ok else ("perceptual" if "Looks like" in cand else "hallucination")}))
+                "correct": ok,
+                "error_type": None if ok else ("perceptual" if "Looks like" in cand else "hallucination")}))
         q = last_user_text(body)
         if q in answers:
             return Reply(answers[q][seed])
@@ -165,16 +166,20 @@ def test_evaluate_end_to_end_against_hand_computed_values(pipeline, tmp_path):
     # per task type and per dimension, against the same hand table
     for t in {r["task_type"] for r in rows}:
         ids = [r["item_id"] for r in rows if r["task_type"] == t]
-        assert m["by_task_type"][t]["pass_at_1"] == pytest.approx(sum(P[1][correct[i]] for i in ids) / len(ids), abs=1e-4)
+        expected = sum(P[1][correct[i]] for i in ids) / len(ids)
+        assert m["by_task_type"][t]["pass_at_1"] == pytest.approx(expected, abs=1e-4)
     for d in {d for r in rows for d in r["visual_dims"]}:
         ids = [r["item_id"] for r in rows if d in r["visual_dims"]]
-        assert m["by_visual_dim"][d]["pass_at_1"] == pytest.approx(sum(P[1][correct[i]] for i in ids) / len(ids), abs=1e-4)
+        expected = sum(P[1][correct[i]] for i in ids) / len(ids)
+        assert m["by_visual_dim"][d]["pass_at_1"] == pytest.approx(expected, abs=1e-4)
     for d in {d for r in rows for d in r["reasoning_dims"]}:
         ids = [r["item_id"] for r in rows if d in r["reasoning_dims"]]
-        assert m["by_reasoning_dim"][d]["pass_at_1"] == pytest.approx(sum(P[1][correct[i]] for i in ids) / len(ids), abs=1e-4)
+        expected = sum(P[1][correct[i]] for i in ids) / len(ids)
+        assert m["by_reasoning_dim"][d]["pass_at_1"] == pytest.approx(expected, abs=1e-4)
     for src in {r["source"] for r in rows}:
         ids = [r["item_id"] for r in rows if r["source"] == src]
-        assert m["by_source"][src]["pass_at_1"] == pytest.approx(sum(P[1][correct[i]] for i in ids) / len(ids), abs=1e-4)
+        expected = sum(P[1][correct[i]] for i in ids) / len(ids)
+        assert m["by_source"][src]["pass_at_1"] == pytest.approx(expected, abs=1e-4)
     # breadth: mean pass@1 over task types; depth: pass@1 over items with a reasoning dimension
     per_type = {}
     for r in rows:
@@ -227,7 +232,8 @@ def test_resume_after_interruption_makes_only_missing_calls(pipeline, tmp_path):
         first = evaluate(p, release, tmp_path / "a", [ModelSpec(name="m", model="local-vlm", base_url=server.base_url)])
     assert first["m"]["failed_calls"] > 0 and first["m"]["incomplete_items"] > 0
     with OpenAIServer(ok) as server:
-        second = evaluate(p, release, tmp_path / "b", [ModelSpec(name="m", model="local-vlm", base_url=server.base_url)])
+        second = evaluate(p, release, tmp_path / "b",
+                          [ModelSpec(name="m", model="local-vlm", base_url=server.base_url)])
         resumed_calls = server.calls
     with OpenAIServer(ok) as server:
         p.cache_dir = str(tmp_path / "fresh-cache")
@@ -235,7 +241,8 @@ def test_resume_after_interruption_makes_only_missing_calls(pipeline, tmp_path):
         full_calls = server.calls
     assert second["m"]["failed_calls"] == 0 and second["m"]["incomplete_items"] == 0
     assert resumed_calls == full_calls - dead_after, "a re-run makes only the calls that are missing"
-    assert second["m"]["pass_at_1"] == pytest.approx(json.loads((tmp_path / "c" / "metrics.json").read_text())["m"]["pass_at_1"])
+    full = json.loads((tmp_path / "c" / "metrics.json").read_text())
+    assert second["m"]["pass_at_1"] == pytest.approx(full["m"]["pass_at_1"])
 
 
 def test_judge_parse_failures_are_recorded_not_fatal(pipeline, tmp_path):

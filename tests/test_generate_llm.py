@@ -56,7 +56,8 @@ def test_llm_augmentation_end_to_end_and_rerun_is_byte_identical(pipeline, gen_p
         # the caption route sends the figure itself to the model as a data URI
         caption_req = next(r for r in server.requests if "Task: write up to" in json.dumps(r))
         parts = caption_req["messages"][-1]["content"]
-        assert any(p["type"] == "image_url" and p["image_url"]["url"].startswith("data:image/png;base64,") for p in parts)
+        assert any(p["type"] == "image_url" and p["image_url"]["url"].startswith("data:image/png;base64,")
+                   for p in parts)
         metrics = json.loads(json.dumps(report.metrics))
         assert metrics["llm_calls"] == calls and metrics["llm_prompt_tokens"] > 0 and metrics["llm_cache_hits"] == 0
 

@@ -27,7 +27,8 @@ def client(server: OpenAIServer, tmp_path: Path, **kw) -> LLMClient:
 
 
 def req(i: int) -> Request:
-    return Request(messages=[{"role": "user", "content": f"question {i}"}], schema=SCHEMA, prompt_id="t", prompt_version=1)
+    return Request(messages=[{"role": "user", "content": f"question {i}"}], schema=SCHEMA, prompt_id="t",
+                   prompt_version=1)
 
 
 def test_success_then_cache_makes_zero_calls(server, tmp_path):
@@ -69,13 +70,15 @@ def test_schema_violation_and_check_rejection(server, tmp_path):
     [r] = c.run([req(0)])
     assert r.error == "schema_violation:x"
     server.set_responder(fixed('{"x": 3}'))
-    odd = Request(messages=[{"role": "user", "content": "q"}], schema=SCHEMA, check=lambda v: "odd" if v["x"] % 2 else None)
+    odd = Request(messages=[{"role": "user", "content": "q"}], schema=SCHEMA,
+                  check=lambda v: "odd" if v["x"] % 2 else None)
     [r] = c.run([odd])
     assert not r.ok and r.error == "rejected:odd"
 
 
 def test_429_and_500_are_retried_with_backoff(server, tmp_path):
-    server.set_responder(lambda body, n: Reply(status=429) if n <= 2 else (Reply(status=503) if n == 3 else Reply('{"x": 2}')))
+    server.set_responder(lambda body, n: Reply(status=429) if n <= 2
+                         else (Reply(status=503) if n == 3 else Reply('{"x": 2}')))
     c = client(server, tmp_path)
     [r] = c.run([req(0)])
     assert r.ok and r.value == {"x": 2}

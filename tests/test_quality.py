@@ -46,23 +46,26 @@ def rejected(folder: Path) -> dict[str, dict]:
 def test_near_duplicates_keep_the_best_reviewed_copy(pipeline, tmp_path):
     items = generated(pipeline)
     base = next(i for i in items if i.format.value == "mcq" and i.template_id == "lesion_recognition")
-    twin = base.model_copy(deep=True, update={"item_id": "itm-twin", "question": base.question.replace("principal", "main")})
+    twin = base.model_copy(deep=True, update={"item_id": "itm-twin",
+                                              "question": base.question.replace("principal", "main")})
     twin.review = Review(decisions=[ReviewDecision(reviewer="rev-1", verdict="accept")], final_verdict="accept")
     report = run(fparams(), write([*items, twin], tmp_path / "in"), tmp_path / "out")
     rej = rejected(tmp_path / "out")
     assert rej[base.item_id]["reasons"] == ["near_duplicate"] and "itm-twin" not in rej
     assert report.counts["rejected:near_duplicate"] == 1
     # the same question for a different case (another image) is not a duplicate
-    assert sum(1 for i in read_jsonl(tmp_path / "out" / "items.jsonl", Item) if i.template_id == "lesion_recognition") >= 2
+    kept = read_jsonl(tmp_path / "out" / "items.jsonl", Item)
+    assert sum(1 for i in kept if i.template_id == "lesion_recognition") >= 2
 
 
 def test_near_copies_of_known_benchmark_questions_are_dropped(pipeline, tmp_path):
     items = generated(pipeline)
     target = next(i for i in items if i.template_id == "discriminating_feature")
     known = tmp_path / "known.jsonl"
-    known.write_text(json.dumps({"question": target.question.replace("best supports", "most strongly supports"),
-                                 "options": {L[n]: o for n, o in enumerate(target.options)}, "answer": target.answer})
-                     + "\n" + json.dumps({"question": "Which nerve innervates the deltoid?", "answer": "axillary"}) + "\n")
+    near_copy = {"question": target.question.replace("best supports", "most strongly supports"),
+                 "options": {L[n]: o for n, o in enumerate(target.options)}, "answer": target.answer}
+    unrelated = {"question": "Which nerve innervates the deltoid?", "answer": "axillary"}
+    known.write_text(json.dumps(near_copy) + "\n" + json.dumps(unrelated) + "\n")
     report = run(fparams(known_questions=str(known)), write(items, tmp_path / "in"), tmp_path / "out")
     assert rejected(tmp_path / "out")[target.item_id]["reasons"] == ["near_duplicate_of_known_benchmark"]
     assert report.counts["rejected:near_duplicate_of_known_benchmark"] == 1 and report.metrics["known_questions"] == 2
@@ -86,7 +89,8 @@ def responder(items: list[Item], *, flag: str, shortcut: str, easy: str):
         if "auditing items" in system:
             bad = flag in text
             return Reply(json.dumps({"self_contained": True, "single_answer": not bad, "clinically_valid": True,
-                                     "image_text_consistent": True, "reason": "two options are defensible" if bad else ""}))
+                                     "image_text_consistent": True,
+                                     "reason": "two options are defensible" if bad else ""}))
         q = text.split("Question: ", 1)[1].split("\n", 1)[0].strip()
         opts = [line[3:].strip() for line in text.splitlines() if len(line) > 3 and line[1:3] == ". " and line[0] in L]
         key = q + "|" + "|".join(opts)

@@ -35,8 +35,8 @@ def test_pushed_task_renders_image_and_question(pipeline, label_studio, tmp_path
     ready = (f"document.body.innerText.includes({json.dumps(its[0].question)}) && "
              "Array.from(document.images).some(i => i.complete && i.naturalWidth >= 64)")
     shot = tmp_path / "task.png"
-    seen = screenshot_task(label_studio.url, cookie, f"{label_studio.url}/projects/{pushed['project_id']}/data?task={task.id}",
-                           shot, ready)
+    page = f"{label_studio.url}/projects/{pushed['project_id']}/data?task={task.id}"
+    seen = screenshot_task(label_studio.url, cookie, page, shot, ready)
     assert seen["ready"], seen["text"][:500]
     assert its[0].question in seen["text"] and "Verdict" in seen["text"] and "Reject" in seen["text"]
     assert seen["images"], "the MRI render did not load"

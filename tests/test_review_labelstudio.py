@@ -120,7 +120,8 @@ def test_review_round_trip_agreement_and_adjudication(pipeline, tmp_path):
     out = {i.item_id: i for i in read_jsonl(tmp_path / "merged" / "items.jsonl", Item)}
     # rejected items are dropped with their reasons; the disagreement waits for adjudication
     assert its[2].item_id not in out and its[5].item_id not in out
-    assert report.counts["rejected_by_review:wrong_answer"] == 1 and report.counts["rejected_by_review:phi_visible"] == 1
+    assert report.counts["rejected_by_review:wrong_answer"] == 1
+    assert report.counts["rejected_by_review:phi_visible"] == 1
     assert out[its[1].item_id].review.final_verdict is None and out[its[1].item_id].status == "unreviewed"
     queue = list(read_jsonl(tmp_path / "merged" / "adjudication_queue.jsonl", Item))
     assert [q.item_id for q in queue] == [its[1].item_id]

@@ -171,7 +171,8 @@ def test_release_loads_offline_and_verifies(pipeline: Path) -> None:
     root = pipeline / "releases" / "neuro-bench-0.1.0"
     assert verify_release(root) == []
     manifest = json.loads((root / "manifest.json").read_text())
-    ds = load_dataset("parquet", data_files={s: str(root / "data" / f"{s}-*.parquet") for s in manifest["counts"]["split"]})
+    files = {s: str(root / "data" / f"{s}-*.parquet") for s in manifest["counts"]["split"]}
+    ds = load_dataset("parquet", data_files=files)
     total = sum(len(ds[s]) for s in ds)
     assert total == sum(manifest["counts"]["split"].values()) > 20
     with_pixels = [r for s in ds for r in ds[s] if r["images"]]
@@ -226,8 +227,12 @@ def test_changed_template_regenerates_exactly_its_items(pipeline: Path, tmp_path
     run(p, pipeline / "extract", tmp_path / "out")
     before = [json.loads(x) for x in (pipeline / "generate" / "items.jsonl").read_text().splitlines()]
     after = [json.loads(x) for x in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
-    assert [i for i in before if i["template_id"] != "cdr_staging"] == [i for i in after if i["template_id"] != "cdr_staging"]
+    def others(items: list[dict]) -> list[dict]:
+        return [i for i in items if i["template_id"] != "cdr_staging"]
+
+    assert others(before) == others(after)
     old = [i for i in before if i["template_id"] == "cdr_staging"]
     new = [i for i in after if i["template_id"] == "cdr_staging"]
     assert len(old) == len(new) > 0
-    assert all(n["generator"]["template_version"] == "2" and n["item_id"] != o["item_id"] for o, n in zip(old, new, strict=True))
+    assert all(n["generator"]["template_version"] == "2" and n["item_id"] != o["item_id"]
+               for o, n in zip(old, new, strict=True))

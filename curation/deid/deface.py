@@ -94,10 +94,10 @@ def _register(fixed: Any, moving: Any, moving_mask: Any | None = None) -> tuple[
                                                  sitk.CenteredTransformInitializerFilter.MOMENTS)
         tx: Any = init
         metric = 0.0
-        for stage, (transform, shrink, smooth) in enumerate((
+        for transform, shrink, smooth in (
             (None, [4, 2, 1], [2.0, 1.0, 0.0]),
             ("affine", [2, 1], [1.0, 0.0]),
-        )):
+        ):
             reg = sitk.ImageRegistrationMethod()
             reg.SetMetricAsMattesMutualInformation(numberOfHistogramBins=32)
             reg.SetMetricSamplingStrategy(reg.REGULAR)
@@ -175,7 +175,8 @@ def deface(image: Any, *, brain_mask: np.ndarray | None = None) -> DefaceResult:
                           f"{MIN_HEAD_DICE}); is it a head MRI?")
     if not removed.any():
         raise DefaceError("the face region falls outside this volume's field of view; nothing would be removed")
-    head_voxels = sitk.GetArrayFromImage(sitk.OtsuThreshold(sitk.Cast(image, sitk.sitkFloat32), 0, 1)).transpose(2, 1, 0)
+    otsu = sitk.OtsuThreshold(sitk.Cast(image, sitk.sitkFloat32), 0, 1)
+    head_voxels = sitk.GetArrayFromImage(otsu).transpose(2, 1, 0)
     centre, face_centre = _centroid_ras(head_voxels.astype(bool), image), _centroid_ras(removed, image)
     if not (face_centre[1] > centre[1] and face_centre[2] < centre[2]):
         raise DefaceError("the registered face region is not in front of and below the head's centre; refused")

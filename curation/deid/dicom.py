@@ -381,7 +381,8 @@ def _put(ds: Any, tag: Any, vr: str | None, value: str | None, old: Any = False)
     if old is False:
         old = ds.get_item(tag)
     if vr is None:
-        vr = old.VR if old is not None and old.VR else _dictionary_vr(int(tag))
+        # a tag the dictionary does not know, read without a VR: its value is bytes (UN)
+        vr = old.VR if old is not None and old.VR else (_dictionary_vr(int(tag)) or "UN")
     if vr == "SQ":
         from pydicom.sequence import Sequence
 
@@ -394,7 +395,7 @@ def _put(ds: Any, tag: Any, vr: str | None, value: str | None, old: Any = False)
         if len(data) % 2:
             data += b"\x00" if vr == "UI" else b" "
     else:
-        ds[tag] = DataElement(tag, vr, value)
+        ds[tag] = DataElement(tag, vr, value.encode("utf-8") if vr == "UN" else value)
         return
     if old is not None and old.is_raw:
         implicit, little = old.is_implicit_VR, old.is_little_endian
@@ -402,7 +403,7 @@ def _put(ds: Any, tag: Any, vr: str | None, value: str | None, old: Any = False)
     else:
         implicit, little = ds.original_encoding
         if implicit is None or little is None:  # a dataset built in memory: pydicom encodes it on write
-            ds[tag] = DataElement(tag, vr, data.decode("ascii").rstrip(" \x00"))
+            ds[tag] = DataElement(tag, vr, data.decode("ascii").rstrip(" \x00") if data else None)
             return
         tag = _tag(tag)
     # a plain, public (non-private) element: stored as is, as pydicom stores what it reads

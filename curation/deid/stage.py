@@ -39,7 +39,8 @@ def run(params: DeidentifyParams, src: Path, dst: Path, *, workers: int = 1, sch
         for cf in case_files:
             for case in read_jsonl(cf, Case):
                 report.counts["cases"] += 1
-                out_cases.append(_case(case, params, secret, text, src, staging, dst, report, audit, workers, scheduler))
+                out_cases.append(_case(case, params, secret, text, src, staging, dst, report, audit, workers,
+                                       scheduler))
         out_cases.sort(key=lambda c: c.case_id)
         report.inputs = sum(report.counts[k] for k in ("dicom_files_in", "volumes_in", "figures_in"))
         write_jsonl(staging / "cases.jsonl", out_cases)
@@ -107,7 +108,7 @@ def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, sr
         tasks = [(f, str(staging / base / Path(f).name), params.dicom, secret, case.case_id, case.case_id)
                  for f in series.files]
         files = []
-        for (f, out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=workers, scheduler=scheduler),
+        for (f, _out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=workers, scheduler=scheduler),
                                      strict=True):
             report.counts["dicom_files_in"] += 1
             if res["ok"]:
@@ -155,7 +156,7 @@ def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: in
     files = sorted(p for p in src.rglob("*") if p.is_file())
     tasks = [(str(f), str(dst / f.relative_to(src)), params, secret, "", "") for f in files]
     audit = []
-    for (f, out, *_), res in zip(tasks, pmap(_plain_dicom_task, tasks, workers=workers, scheduler=scheduler),
+    for (f, _out, *_), res in zip(tasks, pmap(_plain_dicom_task, tasks, workers=workers, scheduler=scheduler),
                                  strict=True):
         report.inputs += 1
         rel = Path(f).relative_to(src).as_posix()

@@ -84,7 +84,8 @@ class TextDeidentifier:
             spans.append(Span(start, end, tag))
         return _merge(spans)
 
-    def deidentify(self, text: str, date_shift_days: int | None = None, patient_key: str = "") -> tuple[str, list[Span]]:
+    def deidentify(self, text: str, date_shift_days: int | None = None,
+                   patient_key: str = "") -> tuple[str, list[Span]]:
         spans = self.find(text)
         out = []
         pos = 0

@@ -18,7 +18,8 @@ def _mean(xs: Iterable[float | None]) -> float | None:
     return round(sum(vals) / len(vals), 4) if vals else None
 
 
-def _group(item_ids: list[str], per_item: dict[str, dict[str, Any]], ks: list[int], p: EvaluateParams) -> dict[str, Any]:
+def _group(item_ids: list[str], per_item: dict[str, dict[str, Any]], ks: list[int],
+           p: EvaluateParams) -> dict[str, Any]:
     rows = [per_item[i] for i in item_ids if per_item[i]["n"] > 0]
     mcq = [r["c"] / r["n"] for r in rows if r["format"] == "mcq"]
     out: dict[str, Any] = {
@@ -70,7 +71,8 @@ def aggregate(items: dict[str, Any], samples: list[Any], p: EvaluateParams) -> d
     metrics["errors"] = {
         "wrong_samples": len(wrong),
         "counts": {e: errors.get(e, 0) for e in (*ERROR_TYPES, "unclassified")},
-        "share": {e: round(errors.get(e, 0) / len(wrong), 4) if wrong else None for e in (*ERROR_TYPES, "unclassified")},
+        "share": {e: round(errors.get(e, 0) / len(wrong), 4) if wrong else None
+                  for e in (*ERROR_TYPES, "unclassified")},
     }
     metrics["failed_calls"] = sum(s.error is not None for s in samples)
     metrics["incomplete_items"] = sum(1 for r in per_item.values() if r["n"] < p.samples)
@@ -98,8 +100,8 @@ def leaderboard(all_metrics: dict[str, Any]) -> str:
                  _fmt(m["breadth"]), _fmt(m["depth"]), _fmt(m["overall"]["judge_score"], pct=False),
                  _fmt(m["overall"]["bertscore_f1"], pct=False), str(m["overall"]["n_scored"])]
         lines.append("| " + " | ".join(cells) + " |")
-    return "# Leaderboard\n\n" + "\n".join(lines) + "\n\nbreadth: mean pass@1 over task types; depth: pass@1 on items " \
-        "that need a reasoning dimension (temporal, causal, long-tail, multi-source).\n"
+    return ("# Leaderboard\n\n" + "\n".join(lines) + "\n\nbreadth: mean pass@1 over task types; "
+            "depth: pass@1 on items that need a reasoning dimension (temporal, causal, long-tail, multi-source).\n")
 
 
 def plots(all_metrics: dict[str, Any], folder: Path) -> list[Path]:

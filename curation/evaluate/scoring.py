@@ -66,7 +66,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def bootstrap_ci(values: Sequence[float], resamples: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float] | None:
+def bootstrap_ci(values: Sequence[float], resamples: int = 1000, level: float = 0.95,
+                 seed: int = 0) -> tuple[float, float] | None:
     """Percentile bootstrap interval of the mean, seeded so a report is reproducible."""
     if not values:
         return None

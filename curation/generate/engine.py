@@ -62,7 +62,8 @@ def load_templates(folder: str | Path) -> list[Template]:
                 t = Template.model_validate(doc)
             except ValidationError as exc:
                 first = exc.errors()[0]
-                raise ParamsError(f"template {n + 1}: {'.'.join(map(str, first['loc']))}: {first['msg']}", path) from None
+                where = ".".join(map(str, first["loc"]))
+                raise ParamsError(f"template {n + 1}: {where}: {first['msg']}", path) from None
             if t.id in ids:
                 raise ParamsError(f"duplicate template id {t.id}", path)
             if t.format == ItemFormat.mcq and t.distractors is None:

@@ -80,7 +80,8 @@ def case_facts(case: Case, knowledge: dict[str, Any]) -> dict[str, Any]:
     if len(t1_visits) >= 2 and t1_visits[0][0].visit_id != t1_visits[-1][0].visit_id:
         (v0, s0), (v1, s1) = t1_visits[0], t1_visits[-1]
         images["baseline_T1w"], images["followup_T1w"] = _render(s0), _render(s1)
-        if v0.days_from_baseline is not None and v1.days_from_baseline is not None and not v1.scores.get("reliability_rescan"):
+        dated = v0.days_from_baseline is not None and v1.days_from_baseline is not None
+        if dated and not v1.scores.get("reliability_rescan"):
             f["interval_days"] = v1.days_from_baseline - v0.days_from_baseline
         m0, m1 = _score(v0.scores, "MMSE"), _score(v1.scores, "MMSE")
         if m0 is not None and m1 is not None and "interval_days" in f:

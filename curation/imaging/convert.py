@@ -72,8 +72,8 @@ def load_dicom_series(files: list[str]) -> tuple[nib.Nifti1Image, dict[str, Any]
     affine[:3, :3] = direction * np.array(img.GetSpacing())
     affine[:3, 3] = img.GetOrigin()
     nii = nib.Nifti1Image(arr.astype(np.float32), LPS_TO_RAS @ affine)
-    info["sidecar"] = {k: _num(first.get(k)) for k in ("RepetitionTime", "EchoTime", "InversionTime",
-                                                        "MagneticFieldStrength", "FlipAngle") if first.get(k) is not None}
+    keys = ("RepetitionTime", "EchoTime", "InversionTime", "MagneticFieldStrength", "FlipAngle")
+    info["sidecar"] = {k: _num(first.get(k)) for k in keys if first.get(k) is not None}
     if first.get("Manufacturer"):
         info["sidecar"]["Manufacturer"] = str(first.Manufacturer)
     return nii, info

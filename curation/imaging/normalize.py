@@ -161,7 +161,8 @@ def register_series(task: dict[str, Any]) -> dict[str, Any]:
     renders = render_volume(data, fg, spacing, p, out_dir, final_dir)
     params = [round(float(v), 4) for v in tx.GetParameters()] if hasattr(tx, "GetParameters") else []
     step = {"name": "register_rigid", "args": {"reference": task["reference"], "metric": "MattesMI",
-                                               "final_metric": round(metric, 4)}, "version": VERSION}
+                                               "final_metric": round(metric, 4), "transform": params},
+            "version": VERSION}
     return {"ok": True, "renders": renders, "spacing": spacing, "shape": tuple(int(v) for v in data.shape),
             "step": step, "qc": _qc(data, fg, spacing, {})}
 
@@ -265,7 +266,8 @@ def process_figure(task: dict[str, Any]) -> dict[str, Any]:
     size = task["size"]
     scale = size / max(img.size)
     if scale < 1:
-        img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))), Image.Resampling.BILINEAR)
+        size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
+        img = img.resize(size, Image.Resampling.BILINEAR)
     out = Path(task["out"])
     save_png(img, out)
     arr = np.asarray(img.convert("L"), dtype=np.float32)
@@ -308,7 +310,7 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
                     figure_tasks.append(({"path": fig.path, "size": params.render_size, "out": str(staging / rel),
                                           "final": str(dst / rel)}, fig))
         qc_rows = []
-        for (task, s), res in zip(series_tasks, pmap(process_series, [t for t, _ in series_tasks], workers=workers,
+        for (_task, s), res in zip(series_tasks, pmap(process_series, [t for t, _ in series_tasks], workers=workers,
                                                      scheduler=scheduler), strict=True):
             report.inputs += 1
             if not res["ok"]:
@@ -327,7 +329,7 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
         for _, s in series_tasks:
             if s.renders:
                 qc_rows.append({"kind": "series", "id": s.series_id, **s.qc, "thumbnail": s.renders[0].path})
-        for (task, fig), res in zip(figure_tasks, pmap(process_figure, [t for t, _ in figure_tasks], workers=workers,
+        for (_task, fig), res in zip(figure_tasks, pmap(process_figure, [t for t, _ in figure_tasks], workers=workers,
                                                        scheduler=scheduler), strict=True):
             report.inputs += 1
             if not res["ok"]:

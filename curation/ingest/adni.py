@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from datetime import date, datetime
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 from curation.ingest.base import IngestContext, numeric_scores, read_csv_rows, to_float
@@ -110,7 +110,8 @@ def _ida_metadata(ctx: IngestContext) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _scan_participants(ctx: IngestContext, image_root: Path, participants: list[Path]) -> dict[str, list[dict[str, Any]]]:
+def _scan_participants(ctx: IngestContext, image_root: Path,
+                       participants: list[Path]) -> dict[str, list[dict[str, Any]]]:
     folders: list[str] = []
     for pdir in participants:
         for path in sorted(pdir.rglob("*")):

@@ -134,14 +134,16 @@ def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Ca
         caption = _text(fig.find("caption"))
         if fig_path is None:
             ctx.report.incomplete(f"{ctx.rel_raw(path.parent / (href or fig_id)) if href else where + '#' + fig_id}",
-                            "figure_missing", f"{fig_id} in {where}: graphic {href or 'not given'} not found next to the XML")
+                                  "figure_missing",
+                                  f"{fig_id} in {where}: graphic {href or 'not given'} not found next to the XML")
             figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True))
             continue
         stored = ctx.store(fig_path, case_id, f"{fig_id}{fig_path.suffix.lower()}")
         figures.append(Figure(figure_id=fig_id, label=label, caption=caption, path=stored))
     return Case(
         case_id=case_id, source=SourceName.case_reports, license=_license(article, spec["default_license"]),
-        attribution=f"{', '.join(authors) or 'the authors'}. {title}. {journal}. doi:{doi}" if doi else f"{title}. {journal}.",
+        attribution=(f"{', '.join(authors) or 'the authors'}. {title}. {journal}. doi:{doi}" if doi
+                     else f"{title}. {journal}."),
         publication=Publication(title=title or None, journal=journal or None, doi=doi, pmcid=pmcid, authors=authors,
                                 url=f"https://doi.org/{doi}" if doi else None),
         title=title or None, history=abstract, presentation=presentation, notes=discussion, figures=figures,

@@ -102,8 +102,9 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], rows: dict[str,
     patient = Patient()
     ehr: dict[str, float | str | None] = {}
     if base_row:
-        patient = Patient.with_age(base_row.get("age"), sex=base_row.get("sex") if base_row.get("sex") in ("M", "F") else None,
-                                   handedness=base_row.get("handedness") if base_row.get("handedness") in ("R", "L", "A") else None,
+        sex, hand = base_row.get("sex"), base_row.get("handedness")
+        patient = Patient.with_age(base_row.get("age"), sex=sex if sex in ("M", "F") else None,
+                                   handedness=hand if hand in ("R", "L", "A") else None,
                                    education_years=base_row.get("education_years"))
         ehr = numeric_scores(base_row["_raw"], spec["scores"])
     primary = next((v.diagnosis for v in visits if v.diagnosis), None)

@@ -111,7 +111,7 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], demo: dict[str,
     if demo:
         patient = Patient.with_age(demo.get("age"), sex=spec["sex"].get(str(demo.get("sex") or "")),
                                    education_years=demo.get("education_years"),
-                                   handedness=demo.get("handedness") if demo.get("handedness") in ("R", "L", "A") else None)
+                                   handedness=demo["handedness"] if demo.get("handedness") in ("R", "L", "A") else None)
         apoe = str(demo.get("apoe") or "")
         if apoe.isdigit():
             ehr["APOE"] = apoe

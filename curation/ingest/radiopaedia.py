@@ -53,10 +53,12 @@ def _case(ctx: IngestContext, path: Path, doc: dict[str, Any], used: set[Path]) 
             images = series.get("images") or []
             for i, img in enumerate(images):
                 fig_id = f"s{s + 1}-{series.get('name', 'series')}-{i + 1:03d}"
-                label = f"{study.get('modality', 'Image')} {series.get('name', '')} image {i + 1} of {len(images)}".strip()
+                label = f"{study.get('modality', 'Image')} {series.get('name', '')} image {i + 1} of {len(images)}"
+                label = label.strip()
                 src = (path.parent / img).resolve()
                 if not src.is_file():
-                    ctx.report.incomplete(f"{ctx.rel_raw(path.parent)}/{img}", "image_missing", f"listed in {ctx.rel_raw(path)} but absent")
+                    ctx.report.incomplete(f"{ctx.rel_raw(path.parent)}/{img}", "image_missing",
+                                          f"listed in {ctx.rel_raw(path)} but absent")
                     figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True))
                     continue
                 used.add(src)

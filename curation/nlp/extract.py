@@ -68,8 +68,10 @@ class Extractor:
             tmatch = self.temporal.search(sent.text)
             for s in in_sent:
                 kind, label = self.labels[s.label_]
-                near_anat = min(anatomy, key=lambda a: abs(a.start - s.start), default=None) if kind == "finding" else None
-                near_seq = min(sequences, key=lambda a: abs(a.start - s.start), default=None) if kind == "finding" else None
+                near_anat = near_seq = None
+                if kind == "finding":
+                    near_anat = min(anatomy, key=lambda a: abs(a.start - s.start), default=None)
+                    near_seq = min(sequences, key=lambda a: abs(a.start - s.start), default=None)
                 lat_src = near_anat if near_anat is not None else s
                 out.append(Finding(
                     text=s.text, label=label, category=kind, section=_section(sent.text, self.lex.get("sections", {})),

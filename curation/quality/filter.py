@@ -132,8 +132,8 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
         elif item.item_id in capped:
             reject(item, ["rebalanced_out"])
         else:
-            checks = ["validity", "leakage", "near_duplicate", *sorted(k for k in ("verifier", "text_only_correct_rate",
-                                                                                 "difficulty_pass_rates") if k in item.quality)]
+            optional = ("verifier", "text_only_correct_rate", "difficulty_pass_rates")
+            checks = ["validity", "leakage", "near_duplicate", *sorted(k for k in optional if k in item.quality)]
             item.quality = {**item.quality, "gates": "passed", "checks": checks}
             item.status = "kept"
             kept.append(item)

@@ -213,7 +213,8 @@ def model_gates(items: list[Item], params: FilterParams, llm: LlmParams, report:
             i.quality["difficulty_pass_rates"] = rates
             i.difficulty = "easy" if mean >= 0.8 else ("medium" if mean >= 0.4 else "hard")
             report.counts[f"difficulty:{i.difficulty}"] += 1
-            if params.drop_if_all_models_correct and len(rates) == len(per_model) and all(r >= 1.0 for r in rates.values()):
+            all_correct = len(rates) == len(per_model) and all(r >= 1.0 for r in rates.values())
+            if params.drop_if_all_models_correct and all_correct:
                 drop[i.item_id] = ("too_easy:all_filter_models_correct", rates)
     return drop
 

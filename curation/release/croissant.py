@@ -28,7 +28,8 @@ LIST_FIELDS = {
     "options": "Options of a multiple-choice item, in order (A, B, ...).",
     "visual_dims": "Visual dimensions: small_object, fine_detail, spatial.",
     "reasoning_dims": "Reasoning dimensions: temporal, causal, long_tail, multi_source.",
-    "image_refs": "For sources released as references: per image a JSON object (source, render name, SHA-256 of the PNG) that `curate release rebuild` matches against renders of your own copy.",
+    "image_refs": "For sources released as references: per image a JSON object (source, render name, SHA-256 of the "
+                  "PNG) that `curate release rebuild` matches against renders of your own copy.",
 }
 
 
@@ -48,8 +49,10 @@ def build(root: Path, params: ReleaseParams, name: str, description: str, licens
     fields.append(field("answer_index", "Index of the correct option (MCQ).", mlc.DataType.INTEGER))
     fields += [field(c, d, mlc.DataType.TEXT, repeated=True) for c, d in LIST_FIELDS.items()]
     items = mlc.RecordSet(id="items", name="items", description="Benchmark items.", fields=fields)
-    cite = params.citation or (f"@misc{{{params.name.replace('-', '_')}_{params.version.replace('.', '_')},\n"
-                                f"  title = {{{params.name} {params.version}: a multimodal neurology reasoning benchmark}},\n"
+    key = f"{params.name.replace('-', '_')}_{params.version.replace('.', '_')}"
+    cite = params.citation or (f"@misc{{{key},\n"
+                                f"  title = {{{params.name} {params.version}: "
+                                f"a multimodal neurology reasoning benchmark}},\n"
                                 f"  note = {{version {params.version}}}\n}}")
     extra: dict[str, Any] = {"url": params.homepage} if params.homepage else {}
     meta = mlc.Metadata(

@@ -27,7 +27,8 @@ def load_rows(release: Path) -> list[dict[str, Any]]:
         split = f.name.split("-")[0]
         for r in pq.read_table(f).to_pylist():
             r["split"] = split
-            r["image_sha256"] = [hashlib.sha256(i["bytes"]).hexdigest() for i in r.pop("images") or [] if i.get("bytes")]
+            images = r.pop("images") or []
+            r["image_sha256"] = [hashlib.sha256(i["bytes"]).hexdigest() for i in images if i.get("bytes")]
             rows.append(r)
     return rows
 

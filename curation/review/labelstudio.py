@@ -229,8 +229,8 @@ def status(params: ReviewParams, client: Any = None) -> dict[str, Any]:
     from curation.records import keyed_hash
 
     client = client or connect(params)
-    found = [p for p in _call(client, "listing projects", lambda: list(client.projects.list(title=params.project_title)))
-             if p.title == params.project_title]
+    listed = _call(client, "listing projects", lambda: list(client.projects.list(title=params.project_title)))
+    found = [p for p in listed if p.title == params.project_title]
     if not found:
         raise ServiceError(f"no project titled {params.project_title!r} on the server (run curate review push)")
     tasks = _call(client, "listing tasks", lambda: list(client.tasks.list(project=found[0].id, fields="all")))

@@ -41,7 +41,8 @@ def parse_annotation(ann: dict[str, Any]) -> ReviewDecision:
             raise ValueError("result entry is not an object")
         name, val = r.get("from_name"), r.get("value") or {}
         if "choices" in val:
-            values[name] = list(val["choices"]) if name in DIM_FIELDS else (val["choices"][0] if val["choices"] else None)
+            choices = val["choices"]
+            values[name] = list(choices) if name in DIM_FIELDS else (choices[0] if choices else None)
         elif "text" in val:
             values[name] = "\n".join(val["text"]) if isinstance(val["text"], list) else val["text"]
         elif "rating" in val:
@@ -122,7 +123,8 @@ def agreement(decisions: dict[str, list[ReviewDecision]]) -> dict[str, Any]:
 
 def apply_edits(item: Item, edits: dict[str, Any]) -> str | None:
     """Apply a reviewer's corrections in place; returns why they cannot be applied, leaving the item untouched."""
-    changes = {k: v for k, v in edits.items() if k in ("question", "answer", "rationale", "reference_answer", *DIM_FIELDS)}
+    editable = ("question", "answer", "rationale", "reference_answer", *DIM_FIELDS)
+    changes = {k: v for k, v in edits.items() if k in editable}
     if "options" in edits and item.options:
         changes["options"] = edits["options"]
     new = {**item.model_dump(), **changes}
@@ -186,7 +188,8 @@ def run(params: ReviewParams, src: Path, annotations: Path, dst: Path, report_pa
             verdict, applied = ds[0].verdict, ds[0]
         else:
             verdict, applied = None, None
-        item.review = Review(decisions=ds, final_verdict=verdict, adjudicated=final is not None) if ds or final else None
+        item.review = (Review(decisions=ds, final_verdict=verdict, adjudicated=final is not None)
+                       if ds or final else None)
         if verdict is None and len(verdicts) > 1:
             report.counts["disagreement_pending_adjudication"] += 1
             queue.append(item.model_copy(deep=True))

@@ -81,6 +81,7 @@ def timed_py(code: str, *args: str, cwd: Path | None = None) -> float:
 
 
 DEID_REPEATS = 3
+SCALING_COPIES = 3  # the throughput of 2 workers vs 1 is measured on 3x the demo's ADNI series
 
 
 def _deid_figures(work: Path, root: Path, src: Path, files: list[Path], mb: float) -> list[Figure]:
@@ -162,39 +163,57 @@ from curation.deid.stage import run as deid
 from curation.imaging.normalize import run as normalize
 from curation.ingest import run as ingest
 from curation.params import load_params
+from curation.records import read_jsonl, write_jsonl
+from curation.schema import Case
 root, work, workers, deface = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+copies = int(sys.argv[5])
 p = load_params(root / "params.yaml")
 p.normalize.deface = deface  # the bare reference does not deface; defacing is measured on its own below
 os.chdir(work)
 if not (work / "deid").exists():
     ingest(p.ingest, "adni", work / "raw" / "adni", work / "ingest" / "adni")
     deid(p.deidentify, work / "ingest", work / "deid")
+src = work / "deid"
+if copies > 1:  # a larger batch: every case listed again under new ids (same input files, own outputs)
+    src = work / f"deid-x{copies}"
+    cases = list(read_jsonl(work / "deid" / "cases.jsonl", Case))
+    write_jsonl(src / "cases.jsonl", [c.model_copy(update={"case_id": f"{c.case_id}-{k}"})
+                                      for k in range(copies) for c in cases])
 t = time.perf_counter()
-r = normalize(p.normalize, work / "deid", work / f"norm{workers}{int(deface)}", workers=workers)
+r = normalize(p.normalize, src, work / f"norm{workers}{int(deface)}x{copies}", workers=workers)
 print(json.dumps({"seconds": time.perf_counter() - t, "series": r.outputs}))
 """
     # interleaved repeats, medians: one run of each moves by up to 30% on a shared machine
-    runs: dict[str, list[float]] = {"one": [], "bare": [], "two": []}
+    runs: dict[str, list[float]] = {"one": [], "bare": [], "two": [], "one_big": [], "two_big": []}
+    big = 0
     for _ in range(DEID_REPEATS):
-        runs["one"].append(json.loads(run_py(norm, str(root), str(work), "1", "0"))["seconds"])
+        runs["one"].append(json.loads(run_py(norm, str(root), str(work), "1", "0", "1"))["seconds"])
         # the bare reference reads the same de-identified DICOM series the normalize stage reads
         runs["bare"].append(timed_py(SITK_NORMALIZE, str(work / "deid" / "files"), str(work / "sitknorm")))
-        runs["two"].append(json.loads(run_py(norm, str(root), str(work), "2", "0"))["seconds"])
+        runs["two"].append(json.loads(run_py(norm, str(root), str(work), "2", "0", "1"))["seconds"])
         shutil.rmtree(work / "sitknorm")
-    one, two = {"seconds": statistics.median(runs["one"])}, {"seconds": statistics.median(runs["two"])}
-    t_bare = statistics.median(runs["bare"])
-    defaced = json.loads(run_py(norm, str(root), str(work), "1", "1"))
+        for workers in (1, 2):
+            res = json.loads(run_py(norm, str(root), str(work), str(workers), "0", str(SCALING_COPIES)))
+            runs["one_big" if workers == 1 else "two_big"].append(res["seconds"])
+            big = res["series"]
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    defaced = json.loads(run_py(norm, str(root), str(work), "1", "1", "1"))
     out.append(Figure("normalize", f"normalize + render, {n_series} volumes, 1 worker (median of {DEID_REPEATS})",
-                      one["seconds"], "s", "bare SimpleITK read series+orient+resample+rescale+write+1 PNG", t_bare,
-                      one["seconds"] / t_bare, "<= 1.3", one["seconds"] / t_bare <= 1.3,
-                      {"per_volume_s": round(one["seconds"] / n_series, 3),
+                      med["one"], "s", "bare SimpleITK read series+orient+resample+rescale+write+1 PNG", med["bare"],
+                      med["one"] / med["bare"], "<= 1.3", med["one"] / med["bare"] <= 1.3,
+                      {"per_volume_s": round(med["one"] / n_series, 3),
                        "runs_s": [round(t, 2) for t in runs["one"]],
                        "reference_runs_s": [round(t, 2) for t in runs["bare"]]}))
-    out.append(Figure("normalize", f"normalize + render, 2 workers (median of {DEID_REPEATS})", two["seconds"], "s",
-                      "same, 1 worker", one["seconds"], two["seconds"] / one["seconds"],
-                      "<= 1/1.7 = 0.59 (1.7x throughput)", two["seconds"] / one["seconds"] <= 1 / 1.7,
-                      {"runs_s": [round(t, 2) for t in runs["two"]], "cores": os.cpu_count()}))
+    out.append(Figure("normalize", f"normalize + render, batch of {big} volumes, 2 workers (median of {DEID_REPEATS})",
+                      med["two_big"], "s", "same batch, 1 worker", med["one_big"], med["two_big"] / med["one_big"],
+                      "<= 1/1.7 = 0.59 (1.7x throughput)", med["two_big"] / med["one_big"] <= 1 / 1.7,
+                      {"runs_s": [round(t, 2) for t in runs["two_big"]],
+                       "reference_runs_s": [round(t, 2) for t in runs["one_big"]], "cores": os.cpu_count()}))
+    out.append(Figure("normalize", f"normalize + render, the {n_series} demo volumes only, 2 workers",
+                      med["two"], "s", "same, 1 worker", med["one"], med["two"] / med["one"], "", None,
+                      {"runs_s": [round(t, 2) for t in runs["two"]], "note": "start-up and the last volume weigh more "
+                       "in a small batch"}))
     out.append(Figure("deface", f"normalize + render with defacing, {n_series} volumes, 1 worker", defaced["seconds"],
-                      "s", "same without defacing", one["seconds"], defaced["seconds"] / one["seconds"], "", None,
-                      {"defacing_s_per_volume": round((defaced["seconds"] - one["seconds"]) / n_series, 3)}))
+                      "s", "same without defacing", med["one"], defaced["seconds"] / med["one"], "", None,
+                      {"defacing_s_per_volume": round((defaced["seconds"] - med["one"]) / n_series, 3)}))
     return out

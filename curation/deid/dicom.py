@@ -356,8 +356,9 @@ def _resolve(action: str) -> str:
 
 
 def _value(ds: Any, tag: Any, elem: Any) -> str:
-    """An element's value as text: straight from the raw bytes when they are ASCII, else decoded by pydicom."""
-    if elem.is_raw and elem.value is not None and elem.value.isascii():
+    """An element's value as text: straight from the raw bytes when they are plain ASCII, else decoded by pydicom
+    (ISO 2022 text is ASCII bytes with escape sequences: it is decoded too)."""
+    if elem.is_raw and elem.value is not None and elem.value.isascii() and b"\x1b" not in elem.value:
         return elem.value.decode("ascii").rstrip(" \x00")
     value = ds[tag].value
     if value is None:

@@ -150,13 +150,33 @@ def deid_deface(
 
 @deid_app.command("verify")
 @clean_errors
-def deid_verify(directory: Annotated[Path, typer.Argument(help="Folder of outputs to scan.")]) -> None:
+def deid_verify(
+    directory: Annotated[Path, typer.Argument(help="Folder of outputs to scan.")],
+    against: Annotated[Path | None, typer.Option(
+        help="Folder of the inputs: compare each DICOM output with its input (dates, UIDs, names, ids that "
+             "survived unchanged; identity strings of the input anywhere in the output).")] = None,
+) -> None:
     """Scan outputs for residual identifiers; exits non-zero listing each finding."""
-    from curation.deid.verify import verify_dir
+    from curation.deid.verify import verify_against, verify_dir
 
     if not directory.is_dir():
         _err(f"{directory}: not a folder")
         raise typer.Exit(3)
+    if against is not None:
+        if not against.is_dir():
+            _err(f"{against}: not a folder")
+            raise typer.Exit(3)
+        from curation.records import project_secret
+
+        result = verify_against(directory, against, project_secret())
+        for f in result.findings or []:
+            typer.echo(f.line())
+        if result.findings:
+            _err(f"{len(result.findings)} finding(s) in {directory} against {against} "
+                 f"({result.checked} input values checked)")
+            raise typer.Exit(6)
+        typer.echo(f"{directory}: nothing of {against} survived ({result.checked} input values checked)")
+        return
     findings = verify_dir(directory)
     for f in findings:
         typer.echo(f.line())
@@ -171,17 +191,22 @@ def deid_verify(directory: Annotated[Path, typer.Argument(help="Folder of output
 def imaging_convert(
     src: Annotated[Path, typer.Argument(help="DICOM file or series folder, Analyze .hdr, or NIfTI.")],
     out: Annotated[Path, typer.Argument(help="Output .nii.gz (canonical RAS+).")],
+    params: ParamsOpt = Path("params.yaml"),
 ) -> None:
-    """Convert one image or series to a canonical RAS+ NIfTI."""
+    """Convert one image or series to a canonical RAS+ NIfTI (within normalize.bounds.max_volume_bytes)."""
     import nibabel as nib
 
     from curation.imaging.convert import convert_path, save_nifti
+    from curation.ingest.volumes import VolumeTooLarge
 
     if not src.exists():
         _err(f"{src}: does not exist")
         raise typer.Exit(3)
     try:
-        img, info = convert_path(src)
+        img, info = convert_path(src, _section(params, "normalize").bounds.max_volume_bytes)
+    except VolumeTooLarge as exc:
+        _err(f"{src}: volume_too_large ({exc})")
+        raise typer.Exit(3) from None
     except Exception as exc:
         _err(f"{src}: cannot convert ({type(exc).__name__}: {exc})")
         raise typer.Exit(3) from None

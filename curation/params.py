@@ -17,9 +17,19 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Bounds(Section):
+    """Resource bounds on what one input may cost; an input over a bound is quarantined with a reason."""
+
+    max_image_pixels: int = Field(100_000_000, ge=1)  # width x height of a figure, read from its header
+    max_volume_bytes: int = Field(1 << 30, ge=1)  # decoded voxel bytes of one volume, checked from its header
+    max_field_chars: int = Field(1_000_000, ge=1)  # one free-text field or id read from an input file
+    max_id_chars: int = Field(200, ge=8)  # an id or name from input (fig id, series name)
+
+
 class IngestParams(Section):
     max_failure_rate: float = Field(0.2, ge=0, le=1)
     copy_files: bool = True
+    bounds: Bounds = Field(default_factory=Bounds)
 
 
 class DicomDeidParams(Section):
@@ -39,12 +49,14 @@ class TextDeidParams(Section):
 
 class DeidentifyParams(Section):
     max_failure_rate: float = Field(0.2, ge=0, le=1)
+    bounds: Bounds = Field(default_factory=Bounds)
     dicom: DicomDeidParams = Field(default_factory=DicomDeidParams)
     text: TextDeidParams = Field(default_factory=TextDeidParams)
 
 
 class NormalizeParams(Section):
     max_failure_rate: float = Field(0.2, ge=0, le=1)
+    bounds: Bounds = Field(default_factory=Bounds)
     deface: bool = True  # zero face and ears of every 3D head series before anything is rendered
     deface_sequences: list[str] | None = None  # None: every series; else only these sequences
     target_spacing: list[float] | None = Field(default_factory=lambda: [1.0, 1.0, 1.0])

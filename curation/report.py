@@ -11,6 +11,12 @@ from curation.errors import FailureRateExceeded
 from curation.records import write_json, write_jsonl
 
 
+def failed_dir(dst: str | Path) -> Path:
+    """Where a failed stage leaves its quarantine and report: ``<dst>.failed/`` beside its output folder."""
+    dst = Path(dst)
+    return dst.with_name(f"{dst.name}.failed")
+
+
 @dataclass
 class QuarantineEntry:
     path: str
@@ -34,8 +40,13 @@ class Report:
     skipped_steps: dict[str, str] = field(default_factory=dict)
 
     def fail(self, path: str | Path, reason: str, detail: str) -> None:
-        detail = " ".join(str(detail).split())[:300]
-        self.quarantine.append(QuarantineEntry(Path(path).as_posix(), reason, detail))
+        from curation.paths import printable
+
+        detail = printable(" ".join(str(detail).split())[:300])
+        where = printable(Path(path).as_posix())
+        if len(where) > 500:  # a path made from a huge id: the entry stays one readable line
+            where = where[:480] + "..." + f"[{len(where)} chars]"
+        self.quarantine.append(QuarantineEntry(where, reason, detail))
 
     def incomplete(self, path: str | Path, reason: str, detail: str) -> None:
         """An input that was used but is missing a part (a figure file, say): listed, not a failure."""
@@ -50,7 +61,8 @@ class Report:
 
     @property
     def failures(self) -> Counter[str]:
-        return Counter(q.reason for q in self.quarantine if ":" not in q.reason)
+        """Every entry that is neither skipped by design nor used incomplete (``edit_not_applied:*`` counts)."""
+        return Counter(q.reason for q in self.quarantine if not q.reason.startswith(("skipped:", "incomplete:")))
 
     @property
     def skipped(self) -> Counter[str]:
@@ -87,14 +99,29 @@ class Report:
         entries = sorted(self.quarantine, key=lambda q: (q.path, q.reason, q.detail))
         write_jsonl(path, (q.as_dict() for q in entries))
 
-    def check_failure_rate(self, max_rate: float, report_path: str | Path | None = None) -> None:
-        """Fail the stage above its threshold; the report is written first so the reasons are visible."""
-        if self.failure_rate > max_rate:
-            self.write(report_path)
-            raise FailureRateExceeded(
-                f"{self.stage}: {sum(self.failures.values())} of {self.inputs} inputs failed "
-                f"({self.failure_rate:.0%} > max_failure_rate {max_rate:.0%}); see quarantine.jsonl"
-            )
+    def check_failure_rate(self, max_rate: float, report_path: str | Path | None = None,
+                           dst: str | Path | None = None) -> None:
+        """Fail the stage above its threshold; the report is written first so the reasons are visible.
+
+        A failed stage's output folder is never swapped in, so its quarantine and report are kept in
+        ``<dst>.failed/`` beside it, and the error names that file; a later success removes the folder."""
+        kept = failed_dir(dst) if dst is not None else None
+        if self.failure_rate <= max_rate:
+            if kept is not None and kept.exists():
+                import shutil
+
+                shutil.rmtree(kept, ignore_errors=True)
+            return
+        self.write(report_path)
+        where = "quarantine.jsonl"
+        if kept is not None:
+            self.write_quarantine(kept / "quarantine.jsonl")
+            self.write(kept / "report.json")
+            where = (kept / "quarantine.jsonl").as_posix()
+        raise FailureRateExceeded(
+            f"{self.stage}: {sum(self.failures.values())} of {self.inputs} inputs failed "
+            f"({self.failure_rate:.0%} > max_failure_rate {max_rate:.0%}); see {where}"
+        )
 
     def summary(self) -> str:
         parts = [f"{self.stage}: {self.inputs} in, {self.outputs} out"]

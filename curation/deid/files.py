@@ -22,12 +22,20 @@ def clean_sidecar(sidecar: dict[str, Any], retain_device: bool) -> tuple[dict[st
     return cleaned, sorted(k for k in sidecar if k not in keep)
 
 
-def clean_volume(src: str, dst: str) -> dict[str, Any]:
-    """Rewrite an Analyze/NIfTI volume with its free-text header fields and extensions removed."""
+def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> dict[str, Any]:
+    """Rewrite an Analyze/NIfTI volume with its free-text header fields and extensions removed.
+
+    A header that promises more than ``max_bytes`` decoded bytes is refused before anything is read."""
     import nibabel as nib
+
+    from curation.ingest.volumes import VolumeTooLarge, check_volume_header
 
     try:
         img = nib.load(src)
+        try:
+            check_volume_header(img, max_bytes)
+        except VolumeTooLarge as exc:
+            return {"ok": False, "reason": "volume_too_large", "detail": str(exc)}
         hdr = img.header
         removed = []
         for field in HEADER_TEXT_FIELDS:
@@ -45,14 +53,40 @@ def clean_volume(src: str, dst: str) -> dict[str, Any]:
         return {"ok": False, "reason": "volume_deid_failed", "detail": f"{type(exc).__name__}: {exc}"}
 
 
-def clean_image(src: str, dst: str) -> dict[str, Any]:
+def open_bounded(src: str, max_pixels: int | None) -> Any:
+    """``Image.open`` that refuses, from the header alone, an image over ``max_pixels`` (a decompression bomb):
+    raises ``ImageTooLarge``. Pillow's own bomb check is replaced by this one, so the bound is the parameter."""
+    import warnings
+
+    from PIL import Image
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        old = Image.MAX_IMAGE_PIXELS
+        Image.MAX_IMAGE_PIXELS = None  # our bound, below, from the header; Pillow's would raise on open
+        try:
+            im = Image.open(src)
+        finally:
+            Image.MAX_IMAGE_PIXELS = old
+    n = im.width * im.height
+    if max_pixels is not None and n > max_pixels:
+        im.close()
+        raise ImageTooLarge(f"{im.width}x{im.height} = {n} pixels, over bounds.max_image_pixels {max_pixels}")
+    return im
+
+
+class ImageTooLarge(ValueError):
+    pass
+
+
+def clean_image(src: str, dst: str, max_pixels: int | None = None) -> dict[str, Any]:
     """Re-encode a figure as PNG from its pixels only: EXIF, XMP and text chunks do not survive."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     from curation.records import write_bytes
 
     try:
-        with Image.open(src) as im:
+        with open_bounded(src, max_pixels) as im:
             im.load()
             mode = "L" if im.mode in ("L", "I;16", "I", "1", "P") and im.mode != "P" else "RGB"
             pixels = im.convert(mode)
@@ -60,5 +94,7 @@ def clean_image(src: str, dst: str) -> dict[str, Any]:
         pixels.save(buf, format="PNG", optimize=False)
         write_bytes(dst, buf.getvalue())
         return {"ok": True, "removed": ["metadata"]}
-    except (UnidentifiedImageError, OSError) as exc:
+    except ImageTooLarge as exc:
+        return {"ok": False, "reason": "image_too_large", "detail": str(exc)}
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as exc:  # Pillow's decoders raise these
         return {"ok": False, "reason": "image_unreadable", "detail": f"{type(exc).__name__}: {exc}"}

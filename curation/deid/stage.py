@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from curation.deid.dicom import date_offset_days, deidentify_file, load_table
+from curation.deid.dicom import date_offset_days, deidentify_file, edition_id, load_table
 from curation.deid.files import clean_image, clean_sidecar, clean_volume
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
 from curation.ingest.base import relpath
 from curation.parallel import pmap
 from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams
+from curation.paths import OUTSIDE_INPUT, input_rel, readable, safe_name
 from curation.records import project_secret, read_jsonl, staged_dir, write_jsonl, write_text
 from curation.report import Report
 from curation.schema import Case
@@ -21,7 +22,8 @@ TEXT_FIELDS = ("history", "presentation", "notes")
 
 def _dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> dict[str, Any]:
     src, dst, params, secret, key, pseud = task
-    return deidentify_file(src, dst, params, secret, key, pseud)
+    # every file the stage writes is compared with its input; a finding fails the file (deid_verify_failed)
+    return deidentify_file(src, dst, params, secret, key, pseud, verify=True)
 
 
 def run(params: DeidentifyParams, src: Path, dst: Path, *, workers: int = 1, scheduler: str | None = None,
@@ -48,7 +50,7 @@ def run(params: DeidentifyParams, src: Path, dst: Path, *, workers: int = 1, sch
         write_jsonl(staging / "audit.jsonl", audit)
         report.write_quarantine(staging / "quarantine.jsonl")
         report.metrics["annex_e_edition"] = load_table().edition
-        report.check_failure_rate(params.max_failure_rate, report_path)
+        report.check_failure_rate(params.max_failure_rate, report_path, dst)
     report.write(report_path)
     return report
 
@@ -72,8 +74,9 @@ def _case(case: Case, params: DeidentifyParams, secret: bytes, text: TextDeident
             report.counts["text_phi_spans"] += len(spans)
         if fig.path:
             report.counts["figures_in"] += 1
-            out_rel = Path("files") / case.case_id / f"{fig.figure_id}.png"
-            res = clean_image(fig.path, str(staging / out_rel))
+            out_rel = Path("files") / safe_name(case.case_id) / f"{safe_name(fig.figure_id)}.png"
+            res = (clean_image(fig.path, str(staging / out_rel), params.bounds.max_image_pixels)
+                   if _readable(fig.path, src) else _OUTSIDE)
             if res["ok"]:
                 fig.path = relpath(final / out_rel)
                 audit.append({"case_id": case.case_id, "file": fig.path, "actions": {"metadata": "X"}})
@@ -93,27 +96,31 @@ def _case(case: Case, params: DeidentifyParams, secret: bytes, text: TextDeident
     return case
 
 
-def _in_rel(path: str, src: Path) -> str:
-    p = Path(path).resolve()
-    try:
-        return p.relative_to(src.resolve()).as_posix()
-    except ValueError:
-        return Path(path).as_posix()
+_in_rel = input_rel
+_readable = readable
+_OUTSIDE = OUTSIDE_INPUT
 
 
 def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, src: Path, staging: Path, final: Path,
             report: Report, audit: list[dict[str, Any]], workers: int, scheduler: str | None) -> bool:
-    base = Path("files") / case.case_id / series.series_id
+    base = Path("files") / safe_name(case.case_id) / safe_name(series.series_id)
     if series.format == "dicom":
-        tasks = [(f, str(staging / base / Path(f).name), params.dicom, secret, case.case_id, case.case_id)
-                 for f in series.files]
+        readable = [f for f in series.files if _readable(f, src)]
+        for f in series.files:
+            if f not in readable:
+                report.counts["dicom_files_in"] += 1
+                report.fail(_in_rel(f, src), _OUTSIDE["reason"], _OUTSIDE["detail"])
+        tasks = [(f, str(staging / base / safe_name(Path(f).name)), params.dicom, secret, case.case_id, case.case_id)
+                 for f in readable]
         files = []
         for (f, _out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=workers, scheduler=scheduler),
                                      strict=True):
             report.counts["dicom_files_in"] += 1
             if res["ok"]:
-                files.append(relpath(final / base / Path(f).name))
-                audit.append({"case_id": case.case_id, "file": files[-1], "actions": res["actions"]})
+                files.append(relpath(final / base / safe_name(Path(f).name)))
+                report.counts["dicom_values_verified"] += res.get("values_checked", 0)
+                audit.append({"case_id": case.case_id, "file": files[-1], "annex_e": edition_id(),
+                              "actions": res["actions"]})
             else:
                 report.fail(_in_rel(f, src), res["reason"], res["detail"])
         series.files = files
@@ -124,8 +131,9 @@ def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, sr
             report.fail(_in_rel(series.files[0], src) if series.files else series.series_id, "volume_missing",
                         "series lists no volume file")
             return False
-        name = Path(vol).name
-        res = clean_volume(vol, str(staging / base / name))
+        name = safe_name(Path(vol).name)
+        res = (clean_volume(vol, str(staging / base / name), params.bounds.max_volume_bytes)
+               if _readable(vol, src) else _OUTSIDE)
         report.counts["volumes_in"] += 1
         if not res["ok"]:
             report.fail(_in_rel(vol, src), res["reason"], res["detail"])
@@ -162,7 +170,7 @@ def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: in
         rel = Path(f).relative_to(src).as_posix()
         if res["ok"]:
             report.outputs += 1
-            audit.append({"file": rel, "actions": res["actions"]})
+            audit.append({"file": rel, "annex_e": edition_id(), "actions": res["actions"]})
         else:
             report.fail(rel, res["reason"], res["detail"])
     write_jsonl(dst / "audit.jsonl", audit)

@@ -8,6 +8,8 @@ from typing import Any
 import nibabel as nib
 import numpy as np
 
+from curation.ingest.volumes import VolumeTooLarge, check_volume_header
+
 LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
 
 
@@ -31,7 +33,7 @@ def save_nifti(img: Any, path: str | Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def load_dicom_series(files: list[str]) -> tuple[nib.Nifti1Image, dict[str, Any]]:
+def load_dicom_series(files: list[str], max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
     """Group by SeriesInstanceUID, sort by position along the slice normal (not by file name).
 
     A file that holds a whole volume (Enhanced MR multi-frame, Siemens mosaic) is read on its own; where a series is
@@ -43,6 +45,11 @@ def load_dicom_series(files: list[str]) -> tuple[nib.Nifti1Image, dict[str, Any]
     for f in files:
         ds = pydicom.dcmread(f, stop_before_pixels=True)
         headers.append((f, ds))
+    if max_bytes is not None:
+        need = sum(_pixel_bytes(ds) for _, ds in headers)
+        if need > max_bytes:
+            raise VolumeTooLarge(f"{len(files)} DICOM file(s) promise {need} decoded bytes, over "
+                                 f"bounds.max_volume_bytes {max_bytes}")
     volume_files = [(f, ds) for f, ds in headers if _holds_volume(ds)]
     if volume_files:
         volume_files.sort(key=lambda h: (int(h[1].get("AcquisitionNumber") or 0), int(h[1].get("InstanceNumber") or 0)))
@@ -77,6 +84,13 @@ def load_dicom_series(files: list[str]) -> tuple[nib.Nifti1Image, dict[str, Any]
     if first.get("Manufacturer"):
         info["sidecar"]["Manufacturer"] = str(first.Manufacturer)
     return nii, info
+
+
+def _pixel_bytes(ds: Any) -> int:
+    """Decoded pixel bytes a DICOM header promises (rows x columns x samples x frames x bytes per sample)."""
+    rows, cols = int(ds.get("Rows") or 0), int(ds.get("Columns") or 0)
+    samples, frames = int(ds.get("SamplesPerPixel") or 1), int(ds.get("NumberOfFrames") or 1)
+    return rows * cols * samples * frames * max(1, int(ds.get("BitsAllocated") or 16) // 8)
 
 
 def _holds_volume(ds: Any) -> bool:
@@ -128,12 +142,14 @@ def _num(v: Any) -> float | str:
         return str(v)
 
 
-def load_volume(fmt: str, files: list[str]) -> tuple[nib.Nifti1Image, dict[str, Any]]:
+def load_volume(fmt: str, files: list[str], max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
+    """``max_bytes``: refuse (``VolumeTooLarge``), from the headers alone, a volume that decodes to more."""
     if fmt == "dicom":
-        img, info = load_dicom_series(files)
+        img, info = load_dicom_series(files, max_bytes)
     else:
         path = next(f for f in files if f.endswith((".hdr", ".nii", ".nii.gz")))
         src = nib.load(path)
+        check_volume_header(src, max_bytes)
         data = np.asanyarray(src.dataobj).astype(np.float32)
         while data.ndim > 3:
             data = data[..., 0]
@@ -144,27 +160,28 @@ def load_volume(fmt: str, files: list[str]) -> tuple[nib.Nifti1Image, dict[str, 
     return canon, info
 
 
-def convert_path(src: Path) -> tuple[nib.Nifti1Image, dict[str, Any]]:
-    """``curate imaging convert``: a DICOM file or folder, an Analyze .hdr, a NIfTI, or a .gz of any of these."""
+def convert_path(src: Path, max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
+    """``curate imaging convert``: a DICOM file or folder, an Analyze .hdr, a NIfTI, or a .gz of any of these.
+    ``max_bytes`` bounds the decoded volume and every gzip stream decompressed on the way."""
     src = Path(src)
     if src.is_file() and src.suffix == ".gz" and not src.name.endswith(".nii.gz"):
-        return _convert_gz(src)
+        return _convert_gz(src, max_bytes)
     if src.is_dir():
         files = sorted(str(p) for p in src.iterdir() if p.is_file() and _is_dicom(p))
         if not files:
             raise ValueError("folder holds no DICOM files")
-        return load_volume("dicom", files)
+        return load_volume("dicom", files, max_bytes)
     if src.name.endswith((".nii", ".nii.gz", ".hdr")):
-        return load_volume("nifti", [str(src)])
+        return load_volume("nifti", [str(src)], max_bytes)
     if _is_dicom(src):
-        return load_volume("dicom", [str(src)])
+        return load_volume("dicom", [str(src)], max_bytes)
     raise ValueError("not a DICOM, Analyze or NIfTI file")
 
 
-def _convert_gz(src: Path) -> tuple[nib.Nifti1Image, dict[str, Any]]:
-    """Decompress into a private temporary folder (an Analyze .hdr.gz brings its .img.gz sibling) and convert."""
+def _convert_gz(src: Path, max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
+    """Decompress into a private temporary folder (an Analyze .hdr.gz brings its .img.gz sibling) and convert.
+    Each stream is copied a chunk at a time and abandoned past ``max_bytes`` (a gzip bomb never fills the disk)."""
     import gzip
-    import shutil
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="curate-convert-") as tmp:
@@ -176,9 +193,21 @@ def _convert_gz(src: Path) -> tuple[nib.Nifti1Image, dict[str, Any]]:
             if not gz.exists():
                 raise ValueError(f"{gz.name} is missing beside {src.name}")
             with gzip.open(gz, "rb") as fin, (Path(tmp) / gz.name[: -len(".gz")]).open("wb") as fout:
-                shutil.copyfileobj(fin, fout)
-        img, info = convert_path(inner)
+                _copy_capped(fin, fout, max_bytes, gz.name)
+        img, info = convert_path(inner, max_bytes)
         return nib.Nifti1Image(np.asarray(img.dataobj, dtype=np.float32), img.affine), info
+
+
+def _copy_capped(fin: Any, fout: Any, max_bytes: int | None, name: str) -> None:
+    # a header and its pixel data: the stream may exceed the pixel bound by a header's worth (16 MiB allowance)
+    cap = None if max_bytes is None else max_bytes + (16 << 20)
+    total = 0
+    while chunk := fin.read(1 << 20):
+        total += len(chunk)
+        if cap is not None and total > cap:
+            raise VolumeTooLarge(f"{name} decompresses to more than {cap} bytes (bounds.max_volume_bytes "
+                                 f"{max_bytes}); abandoned")
+        fout.write(chunk)
 
 
 def _is_dicom(p: Path) -> bool:

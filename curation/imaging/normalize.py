@@ -13,6 +13,8 @@ from curation.errors import InputError
 from curation.ingest.base import relpath
 from curation.parallel import pmap
 from curation.params import NormalizeParams
+from curation.paths import OUTSIDE_INPUT, readable, safe_name
+from curation.paths import input_rel as _in_rel
 from curation.records import read_jsonl, staged_dir, write_jsonl, write_text
 from curation.report import Report
 from curation.schema import Case, Render, Step
@@ -21,10 +23,19 @@ VERSION = "1"
 
 
 def process_series(task: dict[str, Any]) -> dict[str, Any]:
-    """Pure function of one series: everything it writes lies under ``task['out_dir']``."""
+    """Pure function of one series: everything it writes lies under ``task['out_dir']``. Whatever one bad volume
+    raises becomes its quarantine reason; it never stops the stage."""
+    try:
+        return _process_series(task)
+    except Exception as exc:  # ITK, nibabel and numpy raise many types on odd volumes
+        return {"ok": False, "reason": "normalize_failed", "detail": f"{type(exc).__name__}: {exc}"}
+
+
+def _process_series(task: dict[str, Any]) -> dict[str, Any]:
     import nibabel as nib
 
     from curation.imaging.convert import load_volume, save_nifti
+    from curation.ingest.volumes import VolumeTooLarge
 
     p: NormalizeParams = task["params"]
     if task.get("threads"):
@@ -35,9 +46,14 @@ def process_series(task: dict[str, Any]) -> dict[str, Any]:
     final_dir = Path(task["final_dir"])
     steps: list[dict[str, Any]] = []
     try:
-        img, info = load_volume(task["format"], task["files"])
+        img, info = load_volume(task["format"], task["files"], p.bounds.max_volume_bytes)
+    except VolumeTooLarge as exc:
+        return {"ok": False, "reason": "volume_too_large", "detail": str(exc)}
     except Exception as exc:
         return {"ok": False, "reason": "convert_failed", "detail": f"{type(exc).__name__}: {exc}"}
+    blank = _blank(img)
+    if blank:
+        return {"ok": False, "reason": "volume_blank", "detail": blank}
     steps.append({"name": "to_canonical_ras", "args": {"format": task["format"]}, "version": VERSION})
     defaced = None
     if p.deface and (p.deface_sequences is None or task.get("sequence") in p.deface_sequences):
@@ -82,6 +98,20 @@ def process_series(task: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "nifti": relpath(final_dir / "volume.nii.gz"), "spacing": spacing,
             "shape": tuple(int(s) for s in data.shape), "orientation": "RAS", "renders": renders, "qc": qc,
             "steps": steps, "sidecar": sidecar}
+
+
+def _blank(img: Any) -> str | None:
+    """Why a volume has nothing to render (every voxel the same value, or not finite), or None."""
+    data = np.asanyarray(img.dataobj)
+    if data.size == 0:
+        return "no voxels"
+    finite = np.isfinite(data)
+    if not finite.any():
+        return "no finite voxel values"
+    lo, hi = float(data[finite].min()), float(data[finite].max())
+    if lo == hi:
+        return f"every voxel is {lo:g}: nothing to render"
+    return None
 
 
 def render_volume(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], p: NormalizeParams, out_dir: Path,
@@ -255,12 +285,15 @@ def _qc(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], info: dict
 def process_figure(task: dict[str, Any]) -> dict[str, Any]:
     from PIL import Image
 
+    from curation.deid.files import ImageTooLarge, open_bounded
     from curation.imaging.render import save_png
 
     try:
-        with Image.open(task["path"]) as im:
+        with open_bounded(task["path"], task.get("max_pixels")) as im:
             im.load()
             img = im.convert("RGB") if im.mode not in ("L", "RGB") else im.copy()
+    except ImageTooLarge as exc:
+        return {"ok": False, "reason": "image_too_large", "detail": str(exc)}
     except Exception as exc:
         return {"ok": False, "reason": "image_unreadable", "detail": f"{type(exc).__name__}: {exc}"}
     size = task["size"]
@@ -300,21 +333,33 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
         for case in cases:
             for visit in case.visits:
                 for s in visit.series:
-                    rel = Path("files") / case.case_id / s.series_id
+                    rel = Path("files") / safe_name(case.case_id) / safe_name(s.series_id)
                     series_tasks.append(({"format": s.format, "files": s.files, "params": params,
                                           "out_dir": str(staging / rel), "final_dir": str(dst / rel),
                                           "sequence": s.sequence, "threads": threads}, s))
             for fig in case.figures:
                 if fig.path:
-                    rel = Path("files") / case.case_id / f"{fig.figure_id}.png"
+                    rel = Path("files") / safe_name(case.case_id) / f"{safe_name(fig.figure_id)}.png"
                     figure_tasks.append(({"path": fig.path, "size": params.render_size, "out": str(staging / rel),
-                                          "final": str(dst / rel)}, fig))
+                                          "final": str(dst / rel), "max_pixels": params.bounds.max_image_pixels},
+                                         fig))
         qc_rows = []
-        for (_task, s), res in zip(series_tasks, pmap(process_series, [t for t, _ in series_tasks], workers=workers,
-                                                     scheduler=scheduler), strict=True):
+        def contained(task: dict[str, Any]) -> dict[str, Any] | None:
+            files = task.get("files") or ([task["path"]] if task.get("path") else [])
+            return None if all(readable(f, src) for f in files) else OUTSIDE_INPUT
+
+        def run_contained(fn: Any, tasks: list[dict[str, Any]]) -> Any:
+            """Results in task order; a task naming a file outside the input is answered without running it."""
+            inside_tasks = [t for t in tasks if contained(t) is None]
+            results = iter(pmap(fn, inside_tasks, workers=workers, scheduler=scheduler))
+            for t in tasks:
+                yield contained(t) or next(results)
+
+        for (_task, s), res in zip(series_tasks, run_contained(process_series, [t for t, _ in series_tasks]),
+                                   strict=True):
             report.inputs += 1
             if not res["ok"]:
-                report.fail(s.files[0] if s.files else s.series_id, res["reason"], res["detail"])
+                report.fail(_in_rel(s.files[0], src) if s.files else s.series_id, res["reason"], res["detail"])
                 s.qc = {"pass": False, "flags": [res["reason"]]}
                 continue
             s.nifti, s.spacing, s.shape, s.orientation = res["nifti"], res["spacing"], res["shape"], res["orientation"]
@@ -329,11 +374,11 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
         for _, s in series_tasks:
             if s.renders:
                 qc_rows.append({"kind": "series", "id": s.series_id, **s.qc, "thumbnail": s.renders[0].path})
-        for (_task, fig), res in zip(figure_tasks, pmap(process_figure, [t for t, _ in figure_tasks], workers=workers,
-                                                       scheduler=scheduler), strict=True):
+        for (_task, fig), res in zip(figure_tasks, run_contained(process_figure, [t for t, _ in figure_tasks]),
+                                     strict=True):
             report.inputs += 1
             if not res["ok"]:
-                report.fail(fig.path or fig.figure_id, res["reason"], res["detail"])
+                report.fail(_in_rel(fig.path, src) if fig.path else fig.figure_id, res["reason"], res["detail"])
                 fig.missing, fig.path = True, None
                 continue
             fig.renders = [Render(**res["render"])]
@@ -346,7 +391,7 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
         write_jsonl(staging / "qc.jsonl", qc_rows)
         _contact_sheet(qc_rows, staging / "qc_contact_sheet.png", dst)
         report.write_quarantine(staging / "quarantine.jsonl")
-        report.check_failure_rate(params.max_failure_rate, report_path)
+        report.check_failure_rate(params.max_failure_rate, report_path, dst)
     report.write(report_path)
     return report
 

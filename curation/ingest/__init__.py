@@ -40,7 +40,7 @@ def run(params: IngestParams, source: str, src: Path, dst: Path, *, workers: int
     with staged_dir(dst) as staging:
         ctx = IngestContext(source=name.value, raw=src, staging=staging, final=Path(dst), report=report,
                             spec=load_spec(name.value), workers=workers, scheduler=scheduler,
-                            copy_files=params.copy_files)
+                            copy_files=params.copy_files, bounds=params.bounds)
         made = _registry()[name](ctx)
         # small sources return lists (sorted by case id); large ones yield cases as they are built (streaming)
         cases: Iterable[Case] = sorted(made, key=lambda c: c.case_id) if isinstance(made, list) else made
@@ -58,6 +58,6 @@ def run(params: IngestParams, source: str, src: Path, dst: Path, *, workers: int
         report.write_quarantine(staging / "quarantine.jsonl")
         # participant identifiers stay here, outside anything a release reads
         write_jsonl(staging / "private" / "id_map.jsonl", sorted(ctx.id_map, key=lambda r: r["case_id"]))
-        report.check_failure_rate(params.max_failure_rate, report_path)
+        report.check_failure_rate(params.max_failure_rate, report_path, dst)
     report.write(report_path)
     return report

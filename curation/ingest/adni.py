@@ -12,6 +12,7 @@ from typing import Any
 from curation.ingest.base import IngestContext, numeric_scores, read_csv_rows, to_float
 from curation.ingest.dicomscan import inspect_dicom
 from curation.parallel import pmap
+from curation.paths import is_utf8_name
 from curation.records import batched
 from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
 
@@ -30,9 +31,10 @@ def sequence_for(description: str, rules: list[dict[str, str]]) -> str | None:
     return None
 
 
-def _scan_folder(folder: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
-    files = sorted(p for p in Path(folder).iterdir() if p.is_file())
-    return folder, [(str(f), inspect_dicom(str(f))) for f in files]
+def _scan_folder(task: tuple[str, list[str]]) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    """One image folder's files (listed, and checked inside the raw folder, by the caller)."""
+    folder, files = task
+    return folder, [(f, inspect_dicom(f)) for f in sorted(files)]
 
 
 def ingest(ctx: IngestContext) -> Iterator[Case]:
@@ -56,10 +58,12 @@ def ingest(ctx: IngestContext) -> Iterator[Case]:
     # cases yielded, so a large download never has all its paths or headers in memory at once.
     image_root = ctx.raw / "ADNI" if (ctx.raw / "ADNI").is_dir() else ctx.raw
     for path in sorted(image_root.iterdir()):
-        if path.is_file() and path.suffix.lower() != ".csv":
+        if path.is_file() and ctx.inside_raw(path) and is_utf8_name(path.name) and path.suffix.lower() != ".csv":
             ctx.report.skip(ctx.rel_raw(path), "not_in_image_layout", "file outside <PTID>/<desc>/<date>/<id>/")
     ida = _ida_metadata(ctx)
-    participants = sorted(p for p in image_root.iterdir() if p.is_dir())
+    # a symlinked or badly named participant folder is quarantined by the walk, never read
+    participants = sorted(p for p in image_root.iterdir() if p.is_dir() and not p.is_symlink()
+                          and is_utf8_name(p.name))
     seen: set[str] = set()
     ida_used: set[str] = set()
     for batch in batched(participants, PARTICIPANTS_PER_BATCH):
@@ -112,16 +116,17 @@ def _ida_metadata(ctx: IngestContext) -> dict[str, dict[str, Any]]:
 
 def _scan_participants(ctx: IngestContext, image_root: Path,
                        participants: list[Path]) -> dict[str, list[dict[str, Any]]]:
-    folders: list[str] = []
+    folders: dict[str, list[str]] = defaultdict(list)
     for pdir in participants:
-        for path in sorted(pdir.rglob("*")):
+        for path in sorted(ctx.walk(pdir)):
             depth = len(path.relative_to(image_root).parts)
-            if path.is_file() and depth != 5:
+            if depth != 5:
                 ctx.report.skip(ctx.rel_raw(path), "not_in_image_layout", "file outside <PTID>/<desc>/<date>/<id>/")
-            elif path.is_dir() and depth == 4:
-                folders.append(str(path))
+            else:
+                folders[str(path.parent)].append(str(path))
     series_by_ptid: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for folder, results in pmap(_scan_folder, folders, workers=ctx.workers, scheduler=ctx.scheduler):
+    for folder, results in pmap(_scan_folder, sorted(folders.items()), workers=ctx.workers,
+                                scheduler=ctx.scheduler):
         fpath = Path(folder)
         ptid, desc, stamp, image_id = fpath.relative_to(image_root).parts
         good: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)

@@ -15,10 +15,19 @@ from typing import Any
 
 import yaml
 
-from curation.errors import ParamsError
+from curation.errors import InputError, ParamsError
+from curation.params import Bounds
+from curation.paths import inside, printable, safe_name, walk_files
 from curation.records import copy_file, pseudonym
 from curation.report import Report
 from curation.schema import Case
+
+WALK_DETAIL = {
+    "outside_raw": "a symlink that resolves outside the raw folder; not read",
+    "filename_not_utf8": "the file name is not UTF-8; rename it to ingest it",
+    "broken_symlink": "a symlink to nothing",
+    "skipped:symlinked_folder": "a symlink to a folder inside the raw folder; its files are read where they are",
+}
 
 
 def load_spec(source: str) -> dict[str, Any]:
@@ -55,7 +64,10 @@ class IngestContext:
     workers: int = 1
     scheduler: str | None = None
     copy_files: bool = True
+    bounds: Bounds = field(default_factory=Bounds)
     id_map: list[dict[str, str]] = field(default_factory=list)
+    _files: list[Path] | None = field(default=None, repr=False)
+    _flagged: set[Path] = field(default_factory=set, repr=False)
 
     def case_id(self, source_id: str) -> str:
         cid = pseudonym(self.source, source_id)
@@ -63,11 +75,42 @@ class IngestContext:
         return cid
 
     def rel_raw(self, path: Path) -> str:
-        return path.relative_to(self.raw).as_posix()
+        return printable(path.relative_to(self.raw).as_posix())
+
+    def inside_raw(self, path: Path) -> bool:
+        """Whether a file that input points at (an href, a listed image) resolves inside the raw folder."""
+        return inside(path, self.raw)
+
+    def walk(self, top: Path | None = None) -> Iterator[Path]:
+        """Usable files under ``top`` (default: the raw folder), sorted by folder. Files that must not be read
+        (symlinks out of the raw folder, names that are not UTF-8) are quarantined, once, with their reason."""
+        for p, why in walk_files(top or self.raw, self.raw):
+            if why is None:
+                yield p
+                continue
+            if p in self._flagged:
+                continue
+            self._flagged.add(p)
+            if why.startswith("skipped:"):
+                self.report.skip(self.rel_raw(p), why[len("skipped:"):], WALK_DETAIL[why])
+            else:
+                self.report.inputs += 1
+                self.report.fail(self.rel_raw(p), why, WALK_DETAIL[why])
+
+    def files(self) -> list[Path]:
+        """Every usable file under the raw folder, sorted (listed once a run)."""
+        if self._files is None:
+            self._files = sorted(self.walk())
+        return self._files
 
     def store(self, src: Path, case_id: str, name: str) -> str:
-        """Copy a source file into the stage output; returns its project-relative final path."""
-        dst_rel = Path("files") / case_id / name
+        """Copy a source file into the stage output; returns its project-relative final path.
+
+        ``name`` comes from input: each of its parts becomes a safe name, so it lands under ``files/<case>/``;
+        ``src`` must resolve inside the raw folder (callers check first; this is the last line)."""
+        if not self.inside_raw(src):
+            raise InputError("refusing to read a file outside the raw folder", printable(str(src)))
+        dst_rel = Path("files") / safe_name(case_id) / Path(*[safe_name(part) for part in Path(name).parts])
         if self.copy_files:
             copy_file(src, self.staging / dst_rel)
             return relpath(self.final / dst_rel)
@@ -76,7 +119,7 @@ class IngestContext:
     def find(self, pattern: str | list[str]) -> list[Path]:
         """Files whose name matches ``pattern``; given a list, the first pattern that matches anything wins."""
         for pat in [pattern] if isinstance(pattern, str) else pattern:
-            found = sorted(p for p in self.raw.rglob("*") if p.is_file() and fnmatch.fnmatch(p.name, pat))
+            found = [p for p in self.files() if fnmatch.fnmatch(p.name, pat)]
             if found:
                 return found
         return []

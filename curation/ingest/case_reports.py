@@ -7,7 +7,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from curation.ingest.base import IngestContext, path_digest
+from curation.paths import safe_name
 from curation.schema import Case, Figure, Provenance, Publication, SourceName
 
 XLINK = "{http://www.w3.org/1999/xlink}href"
@@ -24,9 +27,7 @@ def _text(el: ET.Element | None) -> str:
 def ingest(ctx: IngestContext) -> list[Case]:
     cases = []
     exts = set(ctx.spec["graphic_extensions"])
-    for path in sorted(ctx.raw.rglob("*")):
-        if not path.is_file():
-            continue
+    for path in ctx.files():
         rel = ctx.rel_raw(path)
         if path.suffix.lower() in exts:
             continue  # figures are read through their articles
@@ -49,10 +50,27 @@ def ingest(ctx: IngestContext) -> list[Case]:
             if kind not in ctx.spec["keep_article_types"]:
                 ctx.report.skip(where, "not_case_report", f"article-type={kind or 'missing'}")
                 continue
-            case = _case(ctx, path, where, article)
+            try:
+                case = _case(ctx, path, where, article)
+            except FieldTooLong as exc:
+                ctx.report.fail(where, "field_too_long", str(exc))
+                continue
+            except (ValidationError, ValueError, TypeError) as exc:
+                ctx.report.fail(where, "article_malformed", f"{type(exc).__name__}: {exc}")
+                continue
             if case is not None:
                 cases.append(case)
     return cases
+
+
+class FieldTooLong(ValueError):
+    """A text field over ``bounds.max_field_chars``: the article is quarantined, never truncated silently."""
+
+
+def _bounded(ctx: IngestContext, name: str, text: str) -> str:
+    if len(text) > ctx.bounds.max_field_chars:
+        raise FieldTooLong(f"{name} has {len(text)} characters (bounds.max_field_chars {ctx.bounds.max_field_chars})")
+    return text
 
 
 def _license(article: ET.Element, default: str) -> str:
@@ -124,18 +142,43 @@ def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Ca
         if re.match(r"\s*discussion", _text(sec.find("title")), re.IGNORECASE) or sec.get("sec-type") == "discussion"
     )
     abstract = _text(article.find("front/article-meta/abstract"))
+    presentation = _bounded(ctx, "case section", presentation)
+    discussion = _bounded(ctx, "discussion", discussion)
+    abstract = _bounded(ctx, "abstract", abstract)
+    title = _bounded(ctx, "article-title", title)
     figures = []
+    seen_ids: set[str] = set()
     for n, fig in enumerate(article.iter("fig")):
-        fig_id = fig.get("id") or f"fig{n + 1}"
+        # a fig id is a name, never a path: it becomes one safe file name (too long: the figure's number)
+        raw_id = fig.get("id") or f"fig{n + 1}"
         graphic = fig.find(".//graphic")
         href = graphic.get(XLINK) if graphic is not None else None
-        fig_path = _resolve(path.parent, href, spec["graphic_extensions"]) if href else None
         label = _text(fig.find("label")) or None
-        caption = _text(fig.find("caption"))
+        caption = _bounded(ctx, f"caption of figure {n + 1}", _text(fig.find("caption")))
+        fig_id = safe_name(raw_id) if len(raw_id) <= ctx.bounds.max_id_chars else f"fig{n + 1}"
+        if fig_id in seen_ids:
+            fig_id = f"{fig_id}-{n + 1}"
+        seen_ids.add(fig_id)
+        fig_where = f"{where}#{fig_id}"
+        if len(raw_id) > ctx.bounds.max_id_chars:
+            ctx.report.incomplete(fig_where, "figure_id_too_long",
+                                  f"fig id of {len(raw_id)} characters (bounds.max_id_chars "
+                                  f"{ctx.bounds.max_id_chars}); the figure is kept as {fig_id}")
+        if href is not None and len(href) > ctx.bounds.max_id_chars * 4:
+            ctx.report.incomplete(fig_where, "figure_href_too_long", f"href of {len(href)} characters")
+            figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True))
+            continue
+        fig_path = _resolve(path.parent, href, spec["graphic_extensions"]) if href else None
+        if fig_path is not None and not ctx.inside_raw(fig_path):
+            ctx.report.inputs += 1  # the file it names is an input that cannot be used
+            ctx.report.fail(fig_where, "outside_raw", f"graphic {href[:200]!r} resolves outside the raw folder; "
+                                                      "not read")
+            figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True))
+            continue
         if fig_path is None:
-            ctx.report.incomplete(f"{ctx.rel_raw(path.parent / (href or fig_id)) if href else where + '#' + fig_id}",
-                                  "figure_missing",
-                                  f"{fig_id} in {where}: graphic {href or 'not given'} not found next to the XML")
+            ctx.report.incomplete(fig_where, "figure_missing",
+                                  f"{fig_id} in {where}: graphic {href[:200] if href else 'not given'} "
+                                  "not found next to the XML")
             figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True))
             continue
         stored = ctx.store(fig_path, case_id, f"{fig_id}{fig_path.suffix.lower()}")
@@ -152,12 +195,16 @@ def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Ca
 
 
 def _resolve(folder: Path, href: str, exts: list[str]) -> Path | None:
-    candidate = folder / href
-    if candidate.suffix and candidate.is_file():
-        return candidate
-    for ext in exts:
-        for variant in (ext, ext.upper()):
-            p = folder / f"{href}{variant}"
-            if p.is_file():
-                return p
+    """The file an href names beside the XML (the caller checks it lies inside the raw folder)."""
+    try:
+        candidate = folder / href
+        if candidate.suffix and candidate.is_file():
+            return candidate
+        for ext in exts:
+            for variant in (ext, ext.upper()):
+                p = folder / f"{href}{variant}"
+                if p.is_file():
+                    return p
+    except (OSError, ValueError):  # a name too long for the filesystem, a NUL byte
+        return None
     return None

@@ -37,9 +37,7 @@ def ingest(ctx: IngestContext) -> list[Case]:
             rows[row["session_id"]] = row
 
     headers: list[str] = []
-    for path in sorted(ctx.raw.rglob("*")):
-        if not path.is_file():
-            continue
+    for path in ctx.files():
         rel = ctx.rel_raw(path)
         parts = path.relative_to(ctx.raw).parts
         if path.suffix == ".csv" or path.suffix == ".xlsx":
@@ -52,10 +50,16 @@ def ingest(ctx: IngestContext) -> list[Case]:
         if parts[1] != "RAW":
             ctx.report.skip(rel, "derived_image", "only RAW scans are ingested")
             continue
+        img_part = path.with_suffix(".img")
+        if (img_part.exists() or img_part.is_symlink()) and not ctx.inside_raw(img_part):
+            ctx.report.inputs += 1
+            ctx.report.fail(rel, "outside_raw", f"its image {img_part.name} resolves outside the raw folder; not read")
+            continue
         headers.append(str(path))
 
     by_session: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
-    for hdr, info in zip(headers, pmap(inspect_volume, headers, workers=ctx.workers, scheduler=ctx.scheduler),
+    tasks = [(h, ctx.bounds.max_volume_bytes) for h in headers]
+    for hdr, info in zip(headers, pmap(inspect_volume, tasks, workers=ctx.workers, scheduler=ctx.scheduler),
                          strict=True):
         ctx.report.inputs += 1
         if not info["ok"]:
@@ -92,7 +96,7 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], rows: dict[str,
             hdr_p = Path(hdr)
             files = [ctx.store(hdr_p, case_id, f"{session}/{hdr_p.name}")]
             img = hdr_p.with_suffix(".img")
-            if img.exists():
+            if img.exists() and ctx.inside_raw(img):
                 files.append(ctx.store(img, case_id, f"{session}/{img.name}"))
             visit.series.append(Series(
                 series_id=f"{visit.visit_id}-mpr{n + 1}", format="analyze", sequence="T1w",

@@ -35,8 +35,8 @@ def ingest(ctx: IngestContext) -> list[Case]:
             clinical[row["subject_id"]].append(row)
 
     volumes: list[str] = []
-    for path in sorted(ctx.raw.rglob("*")):
-        if not path.is_file() or path.suffix in (".csv", ".json"):
+    for path in ctx.files():
+        if path.suffix in (".csv", ".json"):
             continue
         parts = path.relative_to(ctx.raw).parts
         if not (path.name.endswith(".nii.gz") or path.name.endswith(".nii")) or not session_re.match(parts[0]):
@@ -44,7 +44,8 @@ def ingest(ctx: IngestContext) -> list[Case]:
             continue
         volumes.append(str(path))
     by_session: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
-    for vol, info in zip(volumes, pmap(inspect_volume, volumes, workers=ctx.workers, scheduler=ctx.scheduler),
+    tasks = [(v, ctx.bounds.max_volume_bytes) for v in volumes]
+    for vol, info in zip(volumes, pmap(inspect_volume, tasks, workers=ctx.workers, scheduler=ctx.scheduler),
                          strict=True):
         ctx.report.inputs += 1
         if not info["ok"]:
@@ -95,11 +96,12 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], demo: dict[str,
             sidecar_path = Path(str(vp).replace(".nii.gz", ".json").replace(".nii", ".json"))
             sidecar: dict[str, Any] = {}
             if sidecar_path.exists():
-                try:
-                    sidecar = json.loads(sidecar_path.read_text())
+                loaded, why = _read_sidecar(ctx, sidecar_path)
+                if why is None:
+                    sidecar = loaded
                     files.append(ctx.store(sidecar_path, case_id, f"{rel_dir.as_posix()}/{sidecar_path.name}"))
-                except json.JSONDecodeError as exc:
-                    ctx.report.fail(ctx.rel_raw(sidecar_path), "sidecar_invalid_json", exc.msg)
+                else:
+                    ctx.report.fail(ctx.rel_raw(sidecar_path), *why)
             visit.series.append(Series(
                 series_id=f"{visit.visit_id}-{rel_dir.parts[-1]}-{suffix}", format="nifti",
                 sequence=spec["sequences"].get(suffix), description=suffix, files=files,
@@ -122,3 +124,23 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], demo: dict[str,
     return Case(case_id=case_id, source=SourceName.oasis3, license=spec["license"], attribution=spec["attribution"],
                 patient=patient, ehr=ehr, visits=visits, diagnosis=Diagnosis(primary=primary),
                 provenance=Provenance(source_paths=sorted(path_digest(s) for s in sessions)))
+
+
+def _read_sidecar(ctx: IngestContext, path: Path) -> tuple[dict[str, Any], tuple[str, str] | None]:
+    """A BIDS JSON sidecar as an object, or ``({}, (reason, detail))``; the series is kept without it."""
+    if not ctx.inside_raw(path):
+        return {}, ("outside_raw", "a symlink that resolves outside the raw folder; not read")
+    try:
+        if path.stat().st_size > ctx.bounds.max_field_chars:
+            return {}, ("sidecar_too_large", f"{path.stat().st_size} bytes (bounds.max_field_chars "
+                                             f"{ctx.bounds.max_field_chars})")
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        return {}, ("sidecar_not_utf8", str(exc))
+    except json.JSONDecodeError as exc:
+        return {}, ("sidecar_invalid_json", exc.msg)
+    except (OSError, RecursionError) as exc:
+        return {}, ("unreadable", f"{type(exc).__name__}: {exc}")
+    if not isinstance(doc, dict):
+        return {}, ("sidecar_not_object", f"top level is {type(doc).__name__}, not an object")
+    return doc, None

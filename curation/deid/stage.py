@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from curation.deid.dicom import date_offset_days, deidentify_file, load_table
+from curation.deid.dicom import date_offset_days, deidentify_file, edition_id, load_table
 from curation.deid.files import clean_image, clean_sidecar, clean_volume
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
@@ -22,7 +22,8 @@ TEXT_FIELDS = ("history", "presentation", "notes")
 
 def _dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> dict[str, Any]:
     src, dst, params, secret, key, pseud = task
-    return deidentify_file(src, dst, params, secret, key, pseud)
+    # every file the stage writes is compared with its input; a finding fails the file (deid_verify_failed)
+    return deidentify_file(src, dst, params, secret, key, pseud, verify=True)
 
 
 def run(params: DeidentifyParams, src: Path, dst: Path, *, workers: int = 1, scheduler: str | None = None,
@@ -117,7 +118,9 @@ def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, sr
             report.counts["dicom_files_in"] += 1
             if res["ok"]:
                 files.append(relpath(final / base / safe_name(Path(f).name)))
-                audit.append({"case_id": case.case_id, "file": files[-1], "actions": res["actions"]})
+                report.counts["dicom_values_verified"] += res.get("values_checked", 0)
+                audit.append({"case_id": case.case_id, "file": files[-1], "annex_e": edition_id(),
+                              "actions": res["actions"]})
             else:
                 report.fail(_in_rel(f, src), res["reason"], res["detail"])
         series.files = files
@@ -167,7 +170,7 @@ def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: in
         rel = Path(f).relative_to(src).as_posix()
         if res["ok"]:
             report.outputs += 1
-            audit.append({"file": rel, "actions": res["actions"]})
+            audit.append({"file": rel, "annex_e": edition_id(), "actions": res["actions"]})
         else:
             report.fail(rel, res["reason"], res["detail"])
     write_jsonl(dst / "audit.jsonl", audit)

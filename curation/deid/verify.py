@@ -184,3 +184,218 @@ def _walk_record(obj: Any, where: str, key: str = "") -> list[tuple[str, str]]:
     elif isinstance(obj, str) and key in TEXT_RECORD_FIELDS:
         found += [(where, kind) for kind in scan_text(obj)]
     return found
+
+
+# ------------------------------------------------------------------ differential check: each output vs its input
+CHECKED_VRS = {"DA": "date", "DT": "date", "UI": "UID", "PN": "name"}
+ID_VRS = frozenset(("SH", "LO", "UC", "ST", "LT", "UT"))
+ID_KEYWORD = re.compile(r"(?:ID|IDs|Number|Numbers|Identifier)$")
+SEARCHED_VRS = frozenset(("AE", "AS", "CS", "DA", "DT", "LO", "LT", "PN", "SH", "ST", "TM", "UC", "UR", "UT"))
+BINARY_SEARCHED = frozenset(("OB", "UN"))
+IDENTITY_KEYWORDS = ("PatientID", "OtherPatientIDs", "AccessionNumber", "PatientBirthDate", "InstitutionName",
+                     "InstitutionalDepartmentName", "InstitutionAddress")
+PIXEL_TAGS = frozenset((0x7FE00010, 0x7FE00008, 0x7FE00009))
+
+
+@dataclass
+class Comparison:
+    """What the differential check looked at and what it found, for one pair or a whole folder."""
+
+    checked: int = 0  # input values of a checked kind (dates, UIDs, names, ids) + identity strings searched
+    findings: list[Finding] | None = None
+
+    def __post_init__(self) -> None:
+        if self.findings is None:
+            self.findings = []
+
+    def add(self, other: Comparison) -> None:
+        self.checked += other.checked
+        assert self.findings is not None and other.findings is not None
+        self.findings += other.findings
+
+
+def _kind(elem: Any) -> str | None:
+    vr = elem.VR
+    if vr in CHECKED_VRS:
+        return CHECKED_VRS[vr]
+    if vr in ID_VRS and elem.keyword and ID_KEYWORD.search(elem.keyword):
+        return "id"
+    return None
+
+
+def _values(elem: Any) -> list[str]:
+    value = elem.value
+    if value in (None, "", b""):
+        return []
+    items = list(value) if type(value).__name__ == "MultiValue" or isinstance(value, list) else [value]
+    return [str(v).strip(" \x00") for v in items if str(v).strip(" \x00")]
+
+
+def _elements(ds: Any) -> Any:
+    """Every element at every depth (sequence items included), decoded with its dictionary VR where it was
+    stored as UN (pydicom's default), with the tag path it was found at."""
+    for elem in ds:
+        if elem.VR == "SQ":
+            yield elem
+            for item in elem.value or []:
+                yield from _elements(item)
+        else:
+            yield elem
+
+
+def _enabled(out_ds: Any) -> list[str]:
+    codes = {str(item.get("CodeValue", "")) for item in out_ds.get("DeidentificationMethodCodeSequence", [])}
+    return [name for name in OPTION_COLUMNS if METHOD_CODES[name][0] in codes]
+
+
+def _kept_by_option(tag: int, enabled: list[str]) -> bool:
+    rule = load_table().rules.get(tag)
+    return rule is not None and any(rule.options.get(o) == "K" for o in enabled)
+
+
+def _identity_strings(src_ds: Any) -> list[tuple[str, str]]:
+    """(what, string) for each identity string of the input: name parts of every person name at any depth,
+    patient and other ids, accession number, birth date, institution."""
+    out: set[tuple[str, str]] = set()
+    for elem in _elements(src_ds):
+        if elem.tag.is_private:
+            continue
+        if elem.VR == "PN":
+            for v in _values(elem):
+                for group in v.split("="):  # alphabetic, ideographic, phonetic
+                    for part in group.split("^")[:3]:  # family, given, middle (not prefix/suffix: "Dr", "MD")
+                        for word in re.split(r"[\s,]+", part):
+                            if len(word.strip(".")) >= 2 and word.upper() not in DUMMIES:
+                                out.add((f"name part of {elem.keyword or 'PN'}", word))
+        elif elem.keyword in IDENTITY_KEYWORDS or (_kind(elem) == "id" and elem.keyword.startswith("Patient")):
+            for v in _values(elem):
+                if len(v) >= 3 and v.upper() not in DUMMIES:
+                    out.add((elem.keyword, v))
+    return sorted(out)
+
+
+def _searchable(out_ds: Any) -> str:
+    """Every header value of the output as text (pixel data excepted), one a line."""
+    parts: list[str] = []
+    for elem in _elements(out_ds):
+        if int(elem.tag) in PIXEL_TAGS or elem.VR == "SQ":
+            continue
+        if elem.VR in SEARCHED_VRS:
+            parts += _values(elem)
+        elif elem.VR in BINARY_SEARCHED and isinstance(elem.value, bytes) and len(elem.value) < 1 << 20:
+            parts.append(elem.value.decode("latin-1"))
+    return "\n".join(parts)
+
+
+def compare_datasets(src_ds: Any, out_ds: Any, rel: str) -> Comparison:
+    """Every date, UID, name or id of the input that the output still holds unchanged, and every identity string
+    of the input found anywhere in the output's header values. Kept by design, so not findings: UIDs of the DICOM
+    registry and class UIDs (``dicom_defaults.yaml``), what an enabled option keeps (K), dummies and pseudonyms."""
+    from curation.deid.dicom import load_defaults
+
+    defaults = load_defaults()
+    enabled = _enabled(out_ds)
+    res = Comparison()
+    findings = res.findings
+    assert findings is not None
+    out_values: dict[str, set[tuple[int, str]]] = {}  # kind -> {(tag, value)} of the output
+    out_any: dict[str, set[str]] = {}
+    for elem in _elements(out_ds):
+        kind = _kind(elem)
+        if kind:
+            for v in _values(elem):
+                out_values.setdefault(kind, set()).add((int(elem.tag), v))
+                out_any.setdefault(kind, set()).add(v)
+    seen: set[tuple[str, int, str]] = set()
+    for elem in _elements(src_ds):
+        kind = _kind(elem)
+        if kind is None or (elem.tag.is_private and "retain_safe_private" in enabled):
+            continue
+        tag = int(elem.tag)
+        for v in _values(elem):
+            if (kind, tag, v) in seen:
+                continue
+            seen.add((kind, tag, v))
+            res.checked += 1
+            if kind == "UID" and (v.startswith(defaults.keep_uid_roots) or tag in defaults.keep_uid_tags):
+                continue
+            if v.upper() in DUMMIES or PSEUDONYM.match(v) or _kept_by_option(tag, enabled):
+                continue
+            # a date is compared at its own tag (two dates of one file may lie the offset apart); a UID, name or id
+            # anywhere in the output
+            hit = (tag, v) in out_values.get(kind, set()) if kind == "date" else v in out_any.get(kind, set())
+            if hit:
+                findings.append(Finding(rel, f"({tag >> 16:04X},{tag & 0xFFFF:04X})",
+                                        f"{kind} survived unchanged ({elem.keyword or 'private'})"))
+    idents = _identity_strings(src_ds)
+    if idents:
+        text = _searchable(out_ds)
+        for what, s in idents:
+            res.checked += 1
+            if re.search(r"(?<![A-Za-z0-9_])" + re.escape(s) + r"(?![A-Za-z0-9_])", text, re.IGNORECASE):
+                findings.append(Finding(rel, "header", f"identity string of the input found ({what})"))
+    if "retain_safe_private" not in enabled:
+        n_private = sum(1 for e in out_ds if e.tag.is_private)
+        if n_private:
+            findings.append(Finding(rel, "header", f"{n_private} private attribute(s) present"))
+    src_px, out_px = src_ds.get_item(0x7FE00010), out_ds.get_item(0x7FE00010)
+    if src_px is not None and (out_px is None or out_px.value != src_px.value):
+        findings.append(Finding(rel, "(7FE0,0010)", "pixel data bytes changed"))
+    return res
+
+
+def compare_files(src: Path | str, out: Path | str, rel: str) -> Comparison:
+    import pydicom
+
+    try:
+        src_ds = pydicom.dcmread(str(src))
+    except Exception as exc:
+        return Comparison(0, [Finding(rel, "input", f"unreadable ({type(exc).__name__})")])
+    try:
+        out_ds = pydicom.dcmread(str(out))
+    except Exception as exc:
+        return Comparison(0, [Finding(rel, "file", f"unreadable ({type(exc).__name__})")])
+    return compare_datasets(src_ds, out_ds, rel)
+
+
+def verify_against(out_dir: Path, in_dir: Path, secret: bytes | None = None) -> Comparison:
+    """Pair every DICOM output with its input and compare them. Pairs by relative path (what `curate deid dicom`
+    writes); an output with no input at its path is paired by its SOP Instance UID, the remapped UID of one input
+    (``secret``: the project secret; the layout of the deidentify stage). An output that pairs with nothing is a
+    finding: it cannot be checked."""
+    import pydicom
+
+    from curation.deid.dicom import remap_uid
+
+    out_dir, in_dir = Path(out_dir), Path(in_dir)
+    total = Comparison()
+    outputs = sorted(p for p in out_dir.rglob("*") if p.is_file() and _is_dicom(p))
+    by_uid: dict[str, Path] | None = None
+    for out in outputs:
+        rel = out.relative_to(out_dir).as_posix()
+        src = in_dir / rel
+        if not src.is_file():
+            if by_uid is None:
+                by_uid = {}
+                if secret is not None:
+                    for p in sorted(q for q in in_dir.rglob("*") if q.is_file() and _is_dicom(q)):
+                        try:
+                            uid = pydicom.dcmread(str(p), stop_before_pixels=True,
+                                                  specific_tags=["SOPInstanceUID"]).get("SOPInstanceUID")
+                        except Exception:
+                            continue
+                        if uid:
+                            by_uid[remap_uid(str(uid), secret)] = p
+            try:
+                uid = str(pydicom.dcmread(str(out), stop_before_pixels=True,
+                                          specific_tags=["SOPInstanceUID"]).get("SOPInstanceUID", ""))
+            except Exception:
+                uid = ""
+            found = by_uid.get(uid)
+            if found is None:
+                assert total.findings is not None
+                total.findings.append(Finding(rel, "file", "no input pairs with this output"))
+                continue
+            src = found
+        total.add(compare_files(src, out, rel))
+    return total

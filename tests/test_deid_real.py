@@ -1,0 +1,248 @@
+"""DICOM de-identification on real scanner/PACS files and on hard cases built from a real image: the differential
+verifier (each output against its input) must find nothing, and must find what is planted back."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pydicom
+import pytest
+from pydicom.dataset import Dataset
+from pydicom.sequence import Sequence
+
+from curation.deid import dicom as deid_dicom
+from curation.deid.dicom import deidentify_file, load_defaults, load_table, remap_uid
+from curation.deid.verify import compare_datasets, compare_files, verify_against
+from curation.params import DicomDeidParams
+from tests.dicom_cases import FIXTURES, IDENTITY, UNTABLED_DATE, build_cases, untabled
+
+ROOT = Path(__file__).resolve().parents[1]
+needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/fixtures/dicom-real absent")
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    src = tmp_path_factory.mktemp("cases-in")
+    out = tmp_path_factory.mktemp("cases-out")
+    built = build_cases(load_table().rules, src)
+    pairs = {}
+    for name, path in built.items():
+        res = deidentify_file(str(path), str(out / path.name), DicomDeidParams(), b"k", "patient-1",
+                              "ANON-aaaaaaaaaaaa")
+        assert res["ok"], (name, res)
+        pairs[name] = (path, out / path.name)
+    return pairs
+
+
+def test_table_is_2026c_regenerated_by_the_script(tmp_path: Path) -> None:
+    table = load_table()
+    assert "edition 2026c" in table.edition and len(table.rules) >= 650
+    assert table.rules[0x00080012].basic == "X/D"  # Instance Creation Date: not in the 2020 table
+    assert table.rules[0x00080020].options["retain_longitudinal_modified_dates"] == "C"  # option columns kept
+    pytest.importorskip("dicomanonymizer")
+    out = tmp_path / "annex_e.tsv"
+    subprocess.run([sys.executable, "scripts/build_annex_e_table.py", "--out", str(out)], cwd=ROOT, check=True,
+                   capture_output=True)
+    assert out.read_text() == (ROOT / "curation" / "deid" / "annex_e.tsv").read_text()
+
+
+def test_defaults_are_validated_data() -> None:
+    d = load_defaults()
+    assert d.by_vr["DA"] == "shift" and d.by_vr["PN"] == "replace" and d.by_vr["UI"] == "remap"
+    assert {d.by_vr[v] for v in ("SH", "LO", "ST", "LT", "UT", "UC")} == {"remove"}
+
+
+def test_edition_recorded_in_deidentification_method(cases: dict[str, tuple[Path, Path]]) -> None:
+    ds = pydicom.dcmread(cases["explicit"][1])
+    assert "PS3.15 Table E.1-1 edition 2026c" in list(ds.DeidentificationMethod)
+
+
+@pytest.mark.parametrize("name", ["implicit", "explicit", "big_endian", "deflated", "all_un", "rle", "jpeg_ls",
+                                  "jpeg2000", "jpeg_baseline", "fragmented", "all_un_rle"])
+def test_constructed_case_has_no_survivor(cases: dict[str, tuple[Path, Path]], name: str) -> None:
+    src, out = cases[name]
+    check = compare_files(src, out, name)
+    assert check.checked > 40
+    assert check.findings == [], [f.line() for f in check.findings]
+    raw = out.read_bytes()
+    for token in ("QUIMBY", "Quimby", "QZ7734", "ACC99812", "Springfield", "RIVIERA", "Riviera", "19511203",
+                  "SPS777123", "PPS12345", "anxious"):
+        assert token.encode() not in raw, (name, token)
+    # pixel data bytes exactly as read (native or encapsulated, any fragmenting)
+    assert pydicom.dcmread(out).PixelData == pydicom.dcmread(src).PixelData
+    assert pydicom.dcmread(out).file_meta.TransferSyntaxUID == pydicom.dcmread(src).file_meta.TransferSyntaxUID
+
+
+def _values(path: Path) -> dict[str, str]:
+    ds = pydicom.dcmread(path)
+    return {f"{e.tag}": str(e.value) for e in ds.iterall() if e.VR not in ("OB", "OW", "SQ", "UN")
+            and e.tag.group != 0x0028 and e.keyword != "LossyImageCompression"}
+
+
+def test_every_encoding_gives_the_same_values(cases: dict[str, tuple[Path, Path]]) -> None:
+    """Elements stored as UN are resolved to their dictionary VR first: all-UN, implicit, big endian, deflated and
+    compressed files give the same de-identified values (the all-UN input really is UN on disk)."""
+    raw = pydicom.dcmread(cases["all_un"][0])
+    stored = [raw.get_item(t).VR for t in raw.keys()]
+    assert stored.count("UN") >= 0.8 * len(stored) > 50  # pydicom writes back as decoded what it read to write
+    for kw in ("StudyInstanceUID", "SeriesInstanceUID", "StudyDate", "PatientName", "RequestAttributesSequence"):
+        assert raw.get_item(kw).VR == "UN", kw
+    first = _values(cases["explicit"][1])
+    for name in ("implicit", "big_endian", "deflated", "all_un", "rle", "jpeg_ls", "jpeg2000", "all_un_rle"):
+        assert _values(cases[name][1]) == first, name
+    got = pydicom.dcmread(cases["all_un"][1])
+    assert {e.VR for e in got} - {"UN"} and not any(e.VR == "UN" for e in got.iterall())
+
+
+def test_safe_defaults_at_every_depth(cases: dict[str, tuple[Path, Path]]) -> None:
+    src, out = (pydicom.dcmread(p) for p in cases["all_un"])
+    table = load_table().rules
+    date_kw, dt_kw, pn_kw, ui_kw = (untabled(v, table) for v in ("DA", "DT", "PN", "UI"))
+    src_study = datetime.strptime(src.StudyDate, "%Y%m%d")
+    shift = (src_study - datetime.strptime(out.StudyDate, "%Y%m%d")).days
+    assert shift > 0
+    # a date no table row names (top level and two sequences down) moves by the patient's offset
+    assert (datetime.strptime("20040101", "%Y%m%d") - datetime.strptime(out[date_kw].value, "%Y%m%d")).days == shift
+    inner = out.RequestAttributesSequence[0].ReferencedImageSequence[0]
+    assert (datetime.strptime("20040215", "%Y%m%d") - datetime.strptime(inner[date_kw].value, "%Y%m%d")).days == shift
+    assert out[dt_kw].value.endswith("120000") and not out[dt_kw].value.startswith("20040101")
+    assert (datetime.strptime("20031101", "%Y%m%d") - datetime.strptime(out[UNTABLED_DATE].value, "%Y%m%d")).days \
+        == shift  # tabled only since 2026c: with the longitudinal option on, shifted like every date
+    # names replaced, UIDs remapped (the nested reference follows the instance), free text removed
+    assert out[pn_kw].value == "ANONYMIZED" and inner[pn_kw].value == "ANONYMIZED"
+    assert out[ui_kw].value == remap_uid("1.2.826.0.1.3680043.99.1", b"k")
+    assert inner.ReferencedSOPInstanceUID == out.SOPInstanceUID != src.SOPInstanceUID
+    assert out.RequestAttributesSequence[0].StudyInstanceUID == out.StudyInstanceUID
+    assert out.SOPClassUID == src.SOPClassUID  # the DICOM registry is never remapped
+    for kw in (untabled("LO", table), untabled("UT", table), "CommentsOnThePerformedProcedureStep"):
+        assert kw not in out
+    assert "ScheduledProcedureStepID" not in out.RequestAttributesSequence[0] or \
+        not out.RequestAttributesSequence[0].ScheduledProcedureStepID
+    assert out.Manufacturer == src.Manufacturer  # on the keep list
+
+
+def test_verifier_finds_what_is_planted_back(cases: dict[str, tuple[Path, Path]]) -> None:
+    """The differential check is not vacuous: each kind of survivor, planted into a clean output, is found."""
+    src_path, out_path = cases["explicit"]
+    src = pydicom.dcmread(src_path)
+    assert compare_datasets(src, pydicom.dcmread(out_path), "x").findings == []
+    plants = {
+        "UID": lambda d: setattr(d.ReferencedImageSequence[0], "ReferencedSOPInstanceUID", src.SOPInstanceUID),
+        "date": lambda d: setattr(d, "ContentDate", "20040318\\20040319"),
+        "name": lambda d: setattr(d, untabled("PN", load_table().rules), "QUIMBY^JOSEPH"),
+        "id": lambda d: d.RequestAttributesSequence[0].__setattr__("ScheduledProcedureStepID", "SPS777123"),
+        "identity string": lambda d: setattr(d, "Manufacturer", "scanned at Springfield General Hospital"),
+        "private": lambda d: d.private_block(0x0029, "LEAK", create=True).add_new(0x10, "LO", "x"),
+        "pixel data": lambda d: setattr(d, "PixelData", bytes(len(d.PixelData))),
+    }
+    for kind, plant in plants.items():
+        out = pydicom.dcmread(out_path)
+        plant(out)
+        found = [f.kind for f in compare_datasets(src, out, "x").findings]
+        assert any(kind.split()[0] in k for k in found), (kind, found)
+
+
+def test_same_uid_same_output_across_runs_and_processes(cases: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
+    src, out = cases["explicit"]
+    deid_dicom._CACHED.clear()  # a fresh run: no memo
+    again = tmp_path / "again.dcm"
+    assert deidentify_file(str(src), str(again), DicomDeidParams(), b"k", "patient-1", "ANON-aaaaaaaaaaaa")["ok"]
+    assert again.read_bytes() == out.read_bytes()
+    code = ("import sys; from curation.deid.dicom import deidentify_file; from curation.params import "
+            "DicomDeidParams; print(deidentify_file(sys.argv[1], sys.argv[2], DicomDeidParams(), b'k', "
+            "'patient-1', 'ANON-aaaaaaaaaaaa')['ok'])")
+    other = tmp_path / "other.dcm"
+    subprocess.run([sys.executable, "-c", code, str(src), str(other)], check=True, cwd=ROOT)
+    assert other.read_bytes() == out.read_bytes()
+    # padding is not part of a UID
+    assert remap_uid("1.2.3\x00", b"k") == remap_uid("1.2.3", b"k") == remap_uid(" 1.2.3 ", b"k")
+
+
+def test_stage_fails_a_file_the_comparison_flags(cases: dict[str, tuple[Path, Path]], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    src, _ = cases["explicit"]
+    monkeypatch.setattr(deid_dicom.Deidentifier, "_untabled", lambda self, *a, **k: None)  # a broken rule
+    deid_dicom._CACHED.clear()
+    out = tmp_path / "o.dcm"
+    res = deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
+    deid_dicom._CACHED.clear()
+    assert res["reason"] == "deid_verify_failed" and not out.exists()
+    assert "QUIMBY" not in res["detail"] and "survived unchanged" in res["detail"]
+
+
+@needs_fixtures
+def test_real_scanner_and_pacs_files(tmp_path: Path) -> None:
+    """Siemens XA30 exports and the same images after an Agfa PACS: every file written or quarantined with a
+    reason, nothing of any input survives, no private tags, one series keeps one UID, the SR is skipped."""
+    from curation.deid.stage import deid_dicom_dir
+
+    os.environ.setdefault("CURATION_SECRET", "test-secret")
+    out = tmp_path / "out"
+    report = deid_dicom_dir(DicomDeidParams(), FIXTURES, out)
+    files = [p for p in FIXTURES.rglob("*") if p.is_file()]
+    assert report.inputs == len(files) == report.outputs + len(report.quarantine)
+    reasons = [q.reason for q in report.quarantine]
+    assert reasons.count("skipped:no_pixel_data") == 7  # the Phoenix protocol documents (Enhanced SR)
+    assert set(reasons) <= {"skipped:no_pixel_data", "skipped:not_dicom"}
+    result = verify_against(out, FIXTURES)
+    assert result.checked > 5000
+    assert result.findings == [], [f.line() for f in result.findings[:20]]
+    t1 = sorted((out / "siemens-xa30" / "5001_anat-T1w_acq-tfl").glob("*.dcm"))
+    assert len(t1) == 96
+    series = {pydicom.dcmread(p, stop_before_pixels=True).SeriesInstanceUID for p in t1}
+    assert len(series) == 1
+    one = pydicom.dcmread(t1[0])
+    assert one.InstanceCreationDate != "20230113" and one.StudyDate == one.InstanceCreationDate
+    for name in ("011-0001.img", "011-0002.img"):
+        agfa, siemens = (pydicom.dcmread(out / "agfa-pacs" / v / name) for v in ("Agfa", "Siemens"))
+        assert not any(e.tag.is_private for e in agfa.iterall())
+        assert not any(e.tag.is_private for e in siemens.iterall())
+        assert agfa.PixelData == siemens.PixelData
+
+
+@needs_fixtures
+def test_cli_verify_against(tmp_path: Path) -> None:
+    env = {**os.environ, "CURATION_SECRET": "test-secret"}
+    src = FIXTURES / "agfa-pacs"
+    out = tmp_path / "out"
+    curate = str(Path(sys.executable).with_name("curate"))
+    subprocess.run([curate, "deid", "dicom", str(src), str(out)], check=True, env=env, capture_output=True)
+    ok = subprocess.run([curate, "deid", "verify", str(out), "--against", str(src)], env=env, capture_output=True,
+                        text=True)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "input values checked" in ok.stdout
+    bad = pydicom.dcmread(out / "Agfa" / "011-0001.img")
+    bad.AccessionNumber = pydicom.dcmread(src / "Agfa" / "011-0001.img").AccessionNumber
+    bad.save_as(out / "Agfa" / "011-0001.img")
+    res = subprocess.run([curate, "deid", "verify", str(out), "--against", str(src)], env=env, capture_output=True,
+                         text=True)
+    assert res.returncode == 6
+    assert "Agfa/011-0001.img: (0008,0050): id survived unchanged (AccessionNumber)" in res.stdout
+    assert IDENTITY["AccessionNumber"] not in res.stdout + res.stderr
+
+
+def test_nested_un_sequence_from_pydicom_test_files(tmp_path: Path) -> None:
+    """A toolkit's own hard file (a sequence stored as UN), read from the installed pydicom package."""
+    from tests.dicom_cases import PYDICOM_FILES
+
+    src = PYDICOM_FILES / "UN_sequence.dcm"
+    ds = pydicom.dcmread(src)
+    if "PixelData" not in ds:
+        ds.Rows, ds.Columns, ds.BitsAllocated, ds.SamplesPerPixel = 2, 2, 8, 1
+        ds.PixelData = b"\x00\x01\x02\x03"
+        ds["PixelData"].VR = "OB"
+        ds.file_meta.TransferSyntaxUID = "1.2.840.10008.1.2.1"
+        ds.BitsStored, ds.HighBit, ds.PixelRepresentation, ds.PhotometricInterpretation = 8, 7, 0, "MONOCHROME2"
+        ds.SOPClassUID = "1.2.840.10008.5.1.4.1.1.4"
+        item = Dataset()
+        item.ReferencedSOPInstanceUID = "1.2.826.0.1.3680043.77.1"
+        ds.ReferencedImageSequence = Sequence([item])
+        src = tmp_path / "un.dcm"
+        ds.save_as(src, enforce_file_format=True)
+    out = tmp_path / "out.dcm"
+    assert deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa")["ok"]
+    assert compare_files(src, out, "un").findings == []

@@ -239,3 +239,342 @@ def test_oasis3_sidecars_not_utf8_or_not_an_object(raw_copy: Path, tmp_path: Pat
     names = {Path(f).name for s in series for f in s.files}
     assert sidecars[0].name not in names and sidecars[1].name not in names  # the series stay, without the sidecar
     assert {sidecars[0].name.replace(".json", ".nii.gz"), sidecars[1].name.replace(".json", ".nii.gz")} <= names
+
+
+# ------------------------------------------------------------------ resource bounds
+def _png_claiming(path: Path, width: int, height: int) -> Path:
+    """A PNG whose header claims ``width`` x ``height`` grey pixels, with a few bytes of data (a decompression bomb
+    as far as any reader that trusts the header is concerned)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 1024))
+                     + chunk(b"IEND", b""))
+    return path
+
+
+def _jpeg_claiming(path: Path, width: int, height: int) -> Path:
+    buf = io.BytesIO()
+    Image.new("L", (16, 16), 100).save(buf, format="JPEG")
+    data = bytearray(buf.getvalue())
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5: sof + 9] = struct.pack(">HH", height, width)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_decompression_bomb_figures_are_quarantined_in_deid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PNG and JPEG figures claiming 60000x60000 pixels: each one quarantined ``image_too_large`` from its header,
+    the good figure is de-identified, the stage completes."""
+    from curation.deid.stage import run as deid
+
+    monkeypatch.chdir(tmp_path)
+    raw = tmp_path / "raw"
+    _png(raw / "good.png")
+    _png_claiming(raw / "bomb.png", 60000, 60000)
+    _jpeg_claiming(raw / "bomb.jpg", 60000, 60000)
+    for bomb in ("bomb.png", "bomb.jpg"):  # what escaped deid/files.py before: Pillow's own bomb error
+        with pytest.raises(Image.DecompressionBombError):
+            Image.open(raw / bomb)
+    (raw / "a.xml").write_text(_jats("PMC4", [("f1", "good.png"), ("f2", "bomb.png"), ("f3", "bomb.jpg")]))
+    _ingest("case-reports", raw, tmp_path / "ingest" / "case-reports")
+    before = _tree(tmp_path)
+    rep = deid(DeidentifyParams(max_failure_rate=1.0), tmp_path / "ingest", tmp_path / "deid").as_dict()
+    _assert_only_under(before, tmp_path, [tmp_path / "deid"])
+    q = _quarantine(tmp_path / "deid")
+    case_id = next(read_jsonl(tmp_path / "ingest" / "case-reports" / "cases.jsonl", Case)).case_id
+    assert [(e["path"], e["reason"]) for e in q] == [
+        (f"case-reports/files/{case_id}/f2.png", "image_too_large"),
+        (f"case-reports/files/{case_id}/f3.jpg", "image_too_large")]
+    assert all("60000x60000 = 3600000000 pixels, over bounds.max_image_pixels" in e["detail"] for e in q)
+    assert rep["failures_by_reason"] == {"image_too_large": 2}
+    case = next(read_jsonl(tmp_path / "deid" / "cases.jsonl", Case))
+    assert [f.missing for f in case.figures] == [False, True, True]
+
+
+def _nifti_claiming(path: Path, shape: tuple[int, ...], payload: int = 4096) -> Path:
+    """A .nii.gz of a few KB whose header promises ``shape`` int16 voxels (GiBs decoded)."""
+    import nibabel as nib
+
+    hdr = nib.Nifti1Header()
+    hdr.set_data_shape(shape)
+    hdr.set_data_dtype(np.int16)
+    hdr.set_zooms((1.0,) * len(shape))
+    raw = hdr.binaryblock + b"\x00" * 4 + b"\x00" * payload
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(raw))
+    return path
+
+
+def test_nifti_that_expands_to_gibs_is_refused_from_its_header(raw_copy: Path, tmp_path: Path) -> None:
+    """A 4 KB .nii.gz promising 8 GiB: ingest quarantines it ``volume_too_large`` without reading it (the run stays
+    small), and the de-identification and normalize steps refuse it the same way."""
+    import resource
+
+    from curation.deid.files import clean_volume
+    from curation.imaging.normalize import process_series
+
+    src = raw_copy / "oasis3"
+    session = sorted(p for p in src.iterdir() if p.is_dir())[0]
+    bomb = _nifti_claiming(session / "anat9" / f"sub-{session.name[:8]}_ses-d0000_FLAIR.nii.gz", (2048, 2048, 1024))
+    assert bomb.stat().st_size < 100_000
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cases, quarantine, rep = _ingest("oasis3", src, tmp_path / "out")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before < 1_000_000  # KiB: under 1 GiB grown
+    entry = next(q for q in quarantine if q["path"] == bomb.relative_to(src).as_posix())
+    assert entry["reason"] == "volume_too_large" and "8589934592 decoded bytes" in entry["detail"]
+    assert len(cases) >= 1 and rep["failures_by_reason"] == {"volume_too_large": 1}
+    res = clean_volume(str(bomb), str(tmp_path / "deid" / "x.nii.gz"), DeidentifyParams().bounds.max_volume_bytes)
+    assert res["ok"] is False and res["reason"] == "volume_too_large" and not (tmp_path / "deid").exists()
+    res = process_series({"format": "nifti", "files": [str(bomb)], "params": NormalizeParams(),
+                          "out_dir": str(tmp_path / "n"), "final_dir": str(tmp_path / "n"), "sequence": None})
+    assert res["ok"] is False and res["reason"] == "volume_too_large" and not (tmp_path / "n").exists()
+
+
+def test_imaging_convert_of_a_gzip_bomb_stops_at_the_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``curate imaging convert`` of a .dcm.gz that inflates past the bound: one line, exit 3, and the temporary
+    folder holds nothing afterwards (it never held more than the bound)."""
+    import tempfile
+
+    from typer.testing import CliRunner
+
+    from curation.cli import app
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    bomb = tmp_path / "series.dcm.gz"
+    with gzip.open(bomb, "wb", compresslevel=1) as fh:
+        fh.write(b"\x00" * 128 + b"DICM")
+        block = b"\x00" * (1 << 20)
+        for _ in range(40):
+            fh.write(block)
+    assert bomb.stat().st_size < 1_000_000
+    params = tmp_path / "params.yaml"
+    params.write_text("normalize:\n  bounds:\n    max_volume_bytes: 1048576\n")
+    result = CliRunner().invoke(app, ["imaging", "convert", str(bomb), str(tmp_path / "out.nii.gz"),
+                                      "--params", str(params)])
+    assert result.exit_code == 3
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {bomb}: volume_too_large")
+    assert "decompresses to more than 17825792 bytes" in lines[0]
+    assert list(scratch.iterdir()) == [] and not (tmp_path / "out.nii.gz").exists()
+
+
+# ------------------------------------------------------------------ quarantine bookkeeping
+def test_failed_stage_keeps_its_quarantine(tmp_path: Path) -> None:
+    from curation.errors import FailureRateExceeded
+
+    raw = tmp_path / "raw"
+    _png(raw / "good" / "001.png")
+    _radiopaedia(raw / "good", [{"name": "FLAIR", "images": ["001.png"]}])
+    (raw / "bad").mkdir()
+    (raw / "bad" / "case.json").write_text("{not json")
+    out = tmp_path / "out"
+    with pytest.raises(FailureRateExceeded) as err:
+        ingest(IngestParams(max_failure_rate=0.0), "radiopaedia", raw, out)
+    kept = tmp_path / "out.failed" / "quarantine.jsonl"
+    assert str(kept) in str(err.value) and not out.exists()
+    assert [(q["path"], q["reason"]) for q in read_jsonl(kept)] == [("bad/case.json", "json_invalid")]
+    assert json.loads((tmp_path / "out.failed" / "report.json").read_text())["failures_by_reason"] == {
+        "json_invalid": 1}
+    (raw / "bad" / "case.json").unlink()
+    ingest(IngestParams(max_failure_rate=0.0), "radiopaedia", raw, out)  # a success clears the old evidence
+    assert out.is_dir() and not (tmp_path / "out.failed").exists()
+
+
+def test_radiopaedia_used_images_are_not_reported_unreferenced(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The raw folder given as a relative path (as `dvc repro` does): the used images are not 'unreferenced'."""
+    monkeypatch.chdir(tmp_path)
+    _png(tmp_path / "raw" / "c" / "images" / "001.png")
+    _png(tmp_path / "raw" / "c" / "images" / "stray.png")
+    _radiopaedia(tmp_path / "raw" / "c", [{"name": "FLAIR", "images": ["images/001.png"]}])
+    cases, quarantine, rep = _ingest("radiopaedia", Path("raw"), Path("out"))
+    assert quarantine == [{"path": "c/images/stray.png", "reason": "skipped:unreferenced_image",
+                           "detail": "image not listed in any case.json"}]
+
+
+def test_edit_not_applied_is_counted(tmp_path: Path) -> None:
+    from curation.params import ReviewParams
+    from curation.records import write_jsonl
+    from curation.review.merge import run as merge
+    from curation.schema import Generator, Item
+
+    item = Item(item_id="i1", case_id="c1", source="radiopaedia", task_type="direct_diagnosis", format="mcq",
+                question="What is the diagnosis?", options=["glioma", "abscess"], answer="glioma", answer_index=0,
+                generator=Generator(kind="template"), status="kept")
+    write_jsonl(tmp_path / "in" / "items.jsonl", [item])
+    ann = [{"data": {"item_id": "i1"}, "annotations": [{"completed_by": 1, "result": [
+        {"from_name": "verdict", "value": {"choices": ["accept_with_edits"]}},
+        {"from_name": "answer", "value": {"text": ["metastasis"]}}]}]}]
+    (tmp_path / "ann.json").write_text(json.dumps(ann))
+    rep = merge(ReviewParams(), tmp_path / "in", tmp_path / "ann.json", tmp_path / "out").as_dict()
+    assert _quarantine(tmp_path / "out") == [{"path": "i1", "reason": "edit_not_applied:answer_not_in_options",
+                                              "detail": "the item is kept as generated"}]
+    assert rep["failures_by_reason"] == {"edit_not_applied:answer_not_in_options": 1} and rep["failed"] == 1
+
+
+def _blank_case(tmp_path: Path) -> Path:
+    import nibabel as nib
+
+    from curation.records import write_jsonl
+    from curation.schema import Series, Visit
+
+    src = tmp_path / "deid"
+    vol = src / "files" / "c1" / "s1" / "blank.nii.gz"
+    vol.parent.mkdir(parents=True)
+    nib.save(nib.Nifti1Image(np.zeros((32, 32, 32), dtype=np.int16), np.eye(4)), str(vol))
+    case = Case(case_id="c1", source="oasis3", license="x", visits=[Visit(visit_id="v1", series=[
+        Series(series_id="s1", format="nifti", files=[str(vol)])])])
+    write_jsonl(src / "cases.jsonl", [case])
+    return vol
+
+
+def test_blank_volume_is_quarantined_with_a_path_relative_to_the_input(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from curation.imaging.normalize import run as normalize
+
+    monkeypatch.chdir(tmp_path)
+    _blank_case(tmp_path)
+    rep = normalize(NormalizeParams(max_failure_rate=1.0), tmp_path / "deid", tmp_path / "normalize").as_dict()
+    assert _quarantine(tmp_path / "normalize") == [{"path": "files/c1/s1/blank.nii.gz", "reason": "volume_blank",
+                                                    "detail": "every voxel is 0: nothing to render"}]
+    assert rep["failures_by_reason"] == {"volume_blank": 1}
+
+
+def test_imaging_render_of_an_all_zero_volume_is_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from curation.cli import app
+
+    vol = _blank_case(tmp_path)
+    result = CliRunner().invoke(app, ["imaging", "render", str(vol), str(tmp_path / "r"),
+                                      "--params", str(tmp_path / "none.yaml")])
+    assert result.exit_code == 3, result.output
+    assert result.output.strip().splitlines() == [
+        f"error: {vol}: volume_blank (every voxel is 0: nothing to render)"]
+
+
+# ------------------------------------------------------------------ real scanner files: every lossless syntax
+REAL = SHARED / "fixtures" / "dicom-real"
+needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="shared DICOM fixtures absent")
+
+
+def _encode(ds: object, syntax: str, fragments: int = 1) -> None:
+    """Re-encode a dataset in place: JPEG-LS and JPEG 2000 with pydicom's encoders (pyjpegls, pylibjpeg-openjpeg);
+    JPEG Lossless SV1 (process 14, first-order prediction) with libjpeg-turbo through imagecodecs, pydicom having
+    no encoder for it; ``fragments`` > 1 splits every frame over that many fragments."""
+    import imagecodecs
+    from pydicom.encaps import encapsulate, generate_frames
+    from pydicom.uid import JPEG2000Lossless, JPEGLosslessSV1, JPEGLSLossless
+
+    uid = {"jpeg-ls": JPEGLSLossless, "jpeg-lossless": JPEGLosslessSV1, "jpeg2000": JPEG2000Lossless}[syntax]
+    if uid == JPEGLosslessSV1:
+        arr = ds.pixel_array  # type: ignore[attr-defined]
+        frames = arr if int(ds.get("NumberOfFrames") or 1) > 1 else arr[None]  # type: ignore[attr-defined]
+        bits = int(ds.BitsStored)  # type: ignore[attr-defined]
+        encoded = [imagecodecs.jpeg8_encode(np.ascontiguousarray(f.astype(np.uint16)), lossless=True, predictor=1,
+                                            bitspersample=bits) for f in frames]
+        assert all(b"\xff\xc3" in e[:2000] for e in encoded)  # SOF3: lossless Huffman
+        ds.PixelData = encapsulate(encoded)  # type: ignore[attr-defined]
+        ds["PixelData"].VR = "OB"  # type: ignore[index]
+        ds.file_meta.TransferSyntaxUID = uid  # type: ignore[attr-defined]
+        ds.PixelRepresentation = 0  # type: ignore[attr-defined]
+    else:
+        ds.compress(uid)  # type: ignore[attr-defined]
+    if fragments > 1:
+        n = int(ds.get("NumberOfFrames") or 1)  # type: ignore[attr-defined]
+        frames = list(generate_frames(ds.PixelData, number_of_frames=n))  # type: ignore[attr-defined]
+        ds.PixelData = encapsulate(frames, fragments_per_frame=fragments)  # type: ignore[attr-defined]
+
+
+@needs_real
+@pytest.mark.parametrize(("syntax", "fragments"), [("jpeg-lossless", 1), ("jpeg-ls", 1), ("jpeg2000", 1),
+                                                   ("jpeg-ls", 3), ("jpeg-lossless", 2)])
+def test_lossless_series_convert_like_the_uncompressed_one(tmp_path: Path, syntax: str, fragments: int) -> None:
+    """A real Siemens T1w series (16 slices) and a real enhanced multi-frame file re-encoded losslessly convert to
+    exactly the voxels of the uncompressed originals (pylibjpeg, pylibjpeg-libjpeg, pylibjpeg-openjpeg, pyjpegls)."""
+    import pydicom
+
+    from curation.imaging.convert import convert_path
+
+    series = sorted((REAL / "siemens-xa30" / "5001_anat-T1w_acq-tfl").iterdir())[:16]
+    multi = REAL / "agfa-pacs" / "Agfa" / "011-0001.img"
+    ref_dir = tmp_path / "ref"
+    ref_dir.mkdir()
+    out_dir = tmp_path / syntax
+    out_dir.mkdir()
+    for f in series:
+        ds = pydicom.dcmread(f)
+        ds.save_as(ref_dir / f.name)
+        if ds.PixelRepresentation and syntax == "jpeg-lossless":
+            pytest.skip("signed pixels")
+        _encode(ds, syntax, fragments)
+        ds.save_as(out_dir / f.name)
+    ref, _ = convert_path(ref_dir)
+    got, info = convert_path(out_dir)
+    assert pydicom.dcmread(next(out_dir.iterdir())).file_meta.TransferSyntaxUID.is_compressed
+    assert np.array_equal(np.asarray(got.dataobj), np.asarray(ref.dataobj)) and np.allclose(got.affine, ref.affine)
+    ds = pydicom.dcmread(multi)
+    _encode(ds, syntax, fragments)
+    ds.save_as(tmp_path / "multi.dcm")
+    ref_m, _ = convert_path(multi)
+    got_m, info_m = convert_path(tmp_path / "multi.dcm")
+    assert info_m.get("volume_file") and got_m.shape == ref_m.shape
+    assert np.array_equal(np.asarray(got_m.dataobj), np.asarray(ref_m.dataobj))
+
+
+# ------------------------------------------------------------------ worker pools end with their parent
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        out.extend(int(t) for t in text)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+def test_kill_9_of_a_run_leaves_no_worker_behind(tmp_path: Path) -> None:
+    """The process pool ``--workers 2`` uses (curation.parallel.pmap, as normalize calls it), its parent killed with
+    SIGKILL mid-run: both workers are gone within seconds instead of blocking for ever."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import time\nfrom curation.parallel import pmap\n\n\ndef slow(x):\n    time.sleep(120)\n    return x\n\n\n"
+        "if __name__ == '__main__':\n    print(list(pmap(slow, range(6), workers=2)))\n")
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=Path(__file__).resolve().parents[1])
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(workers) < 2:
+            time.sleep(0.1)
+            workers = [c for c in _children(proc.pid) if _alive(c)]
+        assert len(workers) >= 2, "the pool never started"
+        time.sleep(0.5)  # the workers are inside their tasks
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(w) for w in workers):
+            time.sleep(0.1)
+        left = [w for w in workers if _alive(w)]
+        assert not left, f"workers {left} outlived their killed parent"
+    finally:  # whatever happened, nothing this test started outlives it
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()

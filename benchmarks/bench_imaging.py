@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.common import Figure, run_py
 
@@ -128,6 +129,115 @@ def _deid_figures(work: Path, root: Path, src: Path, files: list[Path], mb: floa
     return out
 
 
+def _pair_key(ds: Any) -> tuple[str, str, str, str]:
+    """What de-identification keeps of an image: its pixel bytes, instance and series numbers, position."""
+    import hashlib
+
+    px = ds.get_item(0x7FE00010)
+    return (hashlib.sha1(px.value if px is not None else b"").hexdigest(), str(ds.get("InstanceNumber", "")),
+            str(ds.get("SeriesNumber", "")), str(ds.get("ImagePositionPatient", "")))
+
+
+def _survival(inputs: dict[Path, list[Path]], outputs: dict[Path, Path]) -> dict[str, Any]:
+    """Compare each tool output with its input (the differential verifier): values of the input that survived
+    unchanged (dates, UIDs, names, ids, identity strings anywhere in the header), private tags left.
+
+    ``inputs``: folder -> its input files (each folder run through the tool on its own); ``outputs``: folder ->
+    the tool's output folder. Outputs pair with inputs by relative path, else (dicognito renames files) by pixel
+    bytes + instance/series number + position within the folder."""
+    import pydicom
+
+    from curation.deid.verify import compare_datasets
+
+    res: dict[str, Any] = {"files_in": 0, "files_written": 0, "unpaired": 0, "checked": 0, "surviving": 0,
+                           "private_tags": 0, "pixel_changed": 0, "kinds": {}}
+    for folder, files in inputs.items():
+        res["files_in"] += len(files)
+        out_dir = outputs[folder]
+        outs = sorted(p for p in out_dir.rglob("*") if p.is_file() and not p.name.endswith(".jsonl")) \
+            if out_dir.is_dir() else []
+        by_key: dict[tuple[str, str, str, str], list[Path]] = {}
+        srcs = {}
+        for f in files:
+            try:
+                srcs[f] = pydicom.dcmread(f)
+            except Exception:
+                continue
+            by_key.setdefault(_pair_key(srcs[f]), []).append(f)
+        for out in outs:
+            try:
+                out_ds = pydicom.dcmread(out)
+            except Exception:
+                continue
+            res["files_written"] += 1
+            rel = out.relative_to(out_dir)
+            src = folder / rel if (folder / rel) in srcs else None
+            if src is None:
+                cands = by_key.get(_pair_key(out_ds), [])
+                src = cands[0] if len(cands) == 1 else None
+            if src is None:
+                res["unpaired"] += 1
+                continue
+            cmp = compare_datasets(srcs[src], out_ds, rel.as_posix())
+            res["checked"] += cmp.checked
+            for f in cmp.findings or []:
+                if "private attribute" in f.kind:
+                    res["private_tags"] += int(f.kind.split()[0])
+                elif "pixel data" in f.kind:
+                    res["pixel_changed"] += 1
+                else:
+                    res["surviving"] += 1
+                    kind = f.kind.split(" (")[0] + (f" ({f.kind.split(' (')[1]}" if " (" in f.kind else "")
+                    res["kinds"][kind] = res["kinds"].get(kind, 0) + 1
+    res["kinds"] = dict(sorted(res["kinds"].items(), key=lambda kv: -kv[1])[:15])
+    return res
+
+
+def _survival_figures(work: Path, root: Path) -> list[Figure]:
+    """Values surviving unchanged out of values checked, ours vs dicognito on the same files: the real fixtures
+    (../shared/fixtures/dicom-real, when present) and the hard cases tests/dicom_cases.py builds."""
+    from curation.deid.dicom import load_table
+    from tests.dicom_cases import FIXTURES, build_cases
+
+    base = work / "survival"
+    inputs: dict[Path, list[Path]] = {}
+    if FIXTURES.is_dir():  # each series / PACS folder on its own (dicognito aborts a batch on a file it refuses)
+        for folder in sorted({p.parent for p in FIXTURES.rglob("*") if p.is_file() and p.name != "LICENSE-dcm_qa"}):
+            inputs[folder] = sorted(p for p in folder.iterdir() if p.is_file())
+    for name, path in build_cases(load_table().rules, base / "cases").items():
+        one = base / "cases-in" / name
+        one.mkdir(parents=True)
+        shutil.move(str(path), one / path.name)
+        inputs[one] = [one / path.name]
+    curate = str(Path(sys.executable).with_name("curate"))
+    tools = {
+        "ours": lambda i, o: [curate, "deid", "dicom", i, o, "--params", str(root / "params.yaml")],
+        "python -m dicognito": lambda i, o: [sys.executable, "-m", "dicognito", "-o", o, "--seed", "42", i],
+    }
+    results = {}
+    for tool, cmd in tools.items():
+        outputs = {}
+        for n, folder in enumerate(inputs):
+            outputs[folder] = base / tool.split()[-1] / str(n)
+            subprocess.run(cmd(str(folder), str(outputs[folder])), cwd=work, capture_output=True, check=False,
+                           env={**os.environ, "CURATION_SECRET": "benchmark-secret"})
+        results[tool] = _survival(inputs, outputs)
+    ours, ref = results["ours"], results["python -m dicognito"]
+    quarantined = sum(1 for n, _ in enumerate(inputs) for q in [base / "ours" / str(n) / "quarantine.jsonl"]
+                      if q.exists() for line in q.read_text().splitlines() if line.strip())
+    ok = (ours["surviving"] == 0 and ours["private_tags"] == 0 and ours["unpaired"] == 0
+          and ours["files_written"] + quarantined == ours["files_in"])
+    label = f"{len(inputs)} folders: real fixtures + {sum(1 for f in inputs if f.parent.name == 'cases-in')} cases"
+    return [Figure("deid_survival", f"input values surviving unchanged after de-identification, {label}",
+                   ours["surviving"], "values", "python -m dicognito", ref["surviving"],
+                   ours["surviving"] / max(ref["surviving"], 1), "0 surviving, 0 private tags, every file written "
+                   "or quarantined", ok,
+                   {"ours": {**ours, "quarantined": quarantined}, "dicognito": ref,
+                    "note": "values checked: each date, UID, name and id of the input plus each identity string "
+                            "(name parts, ids, accession, birth date, institution) searched in the output header; "
+                            "checked on the files each tool wrote"})]
+
+
 def run(work: Path, root: Path) -> list[Figure]:
     from curation.demo.corpus import write_demo_corpus
 
@@ -140,6 +250,7 @@ def run(work: Path, root: Path) -> list[Figure]:
 
     # -- de-identification -----------------------------------------------------------------------------
     out += _deid_figures(work, root, src, files, mb)
+    out += _survival_figures(work, root)
 
     # -- conversion ------------------------------------------------------------------------------------
     import dcm2niix

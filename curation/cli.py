@@ -432,10 +432,13 @@ def release_build(
     params: ParamsOpt = Path("params.yaml"),
     report: ReportOpt = None,
 ) -> None:
-    """Build NAME-VERSION/ (Parquet, images, card, manifest); refuses to overwrite a different version."""
+    """Build NAME-VERSION/ (Parquet, images, card, manifest); refuses to overwrite a different version. Prints the
+    manifest's SHA-256: publish it with the release, for `curate release verify --digest`."""
     from curation.release.build import run
 
-    _done(run(_section(params, "release"), in_dir, releases_dir, report_path=report, params_file=params))
+    result = run(_section(params, "release"), in_dir, releases_dir, report_path=report, params_file=params)
+    _done(result)
+    typer.echo(f"manifest sha256: {result.metrics['manifest_sha256']}")
 
 
 @release_app.command("verify")
@@ -443,18 +446,22 @@ def release_build(
 def release_verify(
     directory: ReleaseDirArg = None,
     params: ParamsOpt = Path("params.yaml"),
+    digest: Annotated[str | None, typer.Option("--digest", help="The manifest SHA-256 published with the release "
+                                               "(printed by `release build`, named in the card).")] = None,
 ) -> None:
-    """Check checksums, manifest, canary and schema; non-zero exit on any problem."""
-    from curation.release.verify import verify_release
+    """Check checksums, manifest, canary and schema (and, with --digest, the manifest itself); refuses paths out of
+    the release and symlinks; non-zero exit on any problem."""
+    from curation.release.verify import manifest_digest, verify_release
 
     directory = directory or _configured_release(params)
-    problems = verify_release(directory)
+    problems = verify_release(directory, digest)
     for p in problems:
         typer.echo(p)
     if problems:
         _err(f"{len(problems)} problem(s) in {directory}")
         raise typer.Exit(6)
-    typer.echo(f"{directory}: verified")
+    pinned = "matches the pinned digest" if digest else "not pinned: give --digest to check it"
+    typer.echo(f"{directory}: verified (manifest sha256 {manifest_digest(directory)}, {pinned})")
 
 
 @release_app.command("show")

@@ -578,3 +578,155 @@ def test_kill_9_of_a_run_leaves_no_worker_behind(tmp_path: Path) -> None:
                 os.kill(w, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
+
+
+# ------------------------------------------------------------------ release integrity
+def _git(cwd: Path, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=cwd,
+                          check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def release_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str, Path]:
+    """A release built through `curate release build` in a small git project; returns (release, printed digest,
+    project)."""
+    from typer.testing import CliRunner
+
+    from curation.cli import app
+    from curation.records import write_jsonl
+    from curation.schema import Generator, Item
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    monkeypatch.chdir(proj)
+    (proj / "params.yaml").write_text("release:\n  name: hostile\n  version: 0.1.0\n  arrow_copy: false\n")
+    (proj / "dvc.lock").write_text("schema: '2.0'\n")
+    _git(proj, "init", "-q")
+    _git(proj, "add", "params.yaml", "dvc.lock")
+    _git(proj, "commit", "-q", "-m", "init")
+    items = []
+    for n in range(2):
+        img = _png(proj / "renders" / f"r{n}.png", value=40 + 50 * n)
+        items.append(Item(item_id=f"item{n}", case_id=f"case{n}", source="radiopaedia", task_type="direct_diagnosis",
+                          format="mcq", question="What is the most likely diagnosis?", options=["glioma", "abscess"],
+                          answer="glioma", answer_index=0, images=[str(img.relative_to(proj))],
+                          generator=Generator(kind="template"), status="reviewed", license="CC BY-NC-SA 3.0"))
+    write_jsonl(proj / "review" / "items.jsonl", items)
+    result = CliRunner().invoke(app, ["release", "build", "review", "releases"])
+    assert result.exit_code == 0, result.output
+    digest = result.output.strip().splitlines()[-1].removeprefix("manifest sha256: ")
+    assert len(digest) == 64
+    return proj / "releases" / "hostile-0.1.0", digest, proj
+
+
+def _verify(root: Path, digest: str | None = None) -> tuple[int, list[str]]:
+    from typer.testing import CliRunner
+
+    from curation.cli import app
+
+    args = ["release", "verify", str(root)] + (["--digest", digest] if digest else [])
+    result = CliRunner().invoke(app, args)
+    return result.exit_code, result.output.strip().splitlines()
+
+
+def _manifest(root: Path) -> dict:
+    return json.loads((root / "manifest.json").read_text())
+
+
+def _rewrite_manifest(root: Path, m: dict, card_too: bool = False) -> None:
+    """What a careful tamperer does: rewrite the manifest to match, and optionally the digest the card names."""
+    import hashlib
+
+    from curation.records import write_json
+    from curation.release.card import DIGEST_PLACEHOLDER, stated_digest, with_digest
+
+    old = stated_digest((root / "README.md").read_text())
+    if card_too:
+        card = with_digest((root / "README.md").read_text(), DIGEST_PLACEHOLDER)
+        m["files"]["README.md"] = hashlib.sha256(card.encode()).hexdigest()
+    write_json(root / "manifest.json", m)
+    if card_too:
+        new = hashlib.sha256((root / "manifest.json").read_bytes()).hexdigest()
+        (root / "README.md").write_text((root / "README.md").read_text().replace(old, new))
+
+
+def test_release_digest_printed_written_in_the_card_and_pinned(release_dir: tuple[Path, str, Path]) -> None:
+    import hashlib
+
+    root, digest, _ = release_dir
+    assert digest == hashlib.sha256((root / "manifest.json").read_bytes()).hexdigest()
+    assert f"**Manifest SHA-256:** `{digest}`" in (root / "README.md").read_text()
+    code, lines = _verify(root, digest)
+    assert code == 0 and lines == [f"{root}: verified (manifest sha256 {digest}, matches the pinned digest)"]
+    code, lines = _verify(root, "0" * 64)
+    assert code == 6 and lines[0] == f"manifest.json: SHA-256 {digest} is not the pinned digest {'0' * 64}"
+
+
+@pytest.mark.parametrize("tamper", ["swap_image", "delete_image", "rewrite_created_from"])
+def test_release_changed_with_its_manifest_fails_against_the_pinned_digest(
+        release_dir: tuple[Path, str, Path], tamper: str) -> None:
+    """A file and its manifest entry changed together (or an image and its entry deleted, or created_from
+    rewritten): the card's digest no longer matches; and even with the card rewritten too, the pinned digest fails."""
+    from curation.records import sha256_file
+
+    root, digest, _ = release_dir
+    m = _manifest(root)
+    image = sorted(r for r in m["files"] if r.startswith("images/"))[0]
+    if tamper == "swap_image":
+        _png(root / image, value=250)
+        m["files"][image] = sha256_file(root / image)
+    elif tamper == "delete_image":
+        (root / image).unlink()
+        del m["files"][image]
+    else:
+        m["created_from"]["git_revision"] = "f" * 40
+    _rewrite_manifest(root, m)
+    code, lines = _verify(root)
+    assert code == 6 and any(ln.startswith("README.md: names manifest SHA-256 " + digest) for ln in lines), lines
+    _rewrite_manifest(root, _manifest(root), card_too=True)
+    assert _verify(root)[0] == 0  # consistent forgery: only a digest published elsewhere can catch it
+    code, lines = _verify(root, digest)
+    assert code == 6 and lines[0].startswith("manifest.json: SHA-256 ") and lines[0].endswith(digest)
+
+
+def test_release_verify_refuses_paths_outside_and_symlinks(release_dir: tuple[Path, str, Path]) -> None:
+    from curation.records import sha256_file
+
+    root, digest, proj = release_dir
+    outside = root.parent / "outside.txt"
+    outside.write_text("not part of the release\n")
+    m = _manifest(root)
+    m["files"]["../outside.txt"] = sha256_file(outside)  # a true checksum: the old verify passed it
+    m["files"]["/etc/hostname"] = "0" * 64
+    image = sorted(r for r in m["files"] if r.startswith("images/"))[0]
+    copy = proj / "elsewhere.png"
+    copy.write_bytes((root / image).read_bytes())
+    (root / image).unlink()
+    (root / image).symlink_to(copy)  # same bytes, same checksum, but outside the release
+    _rewrite_manifest(root, m, card_too=True)
+    code, lines = _verify(root)
+    assert code == 6
+    assert f"{image}: is a symlink; a release holds plain files only" in lines
+    assert "../outside.txt: path outside the release; not read" in lines
+    assert "/etc/hostname: path outside the release; not read" in lines
+
+
+def test_release_from_a_dirty_tree_records_it(release_dir: tuple[Path, str, Path]) -> None:
+    import hashlib
+    import subprocess
+
+    from curation.params import ReleaseParams
+    from curation.release.build import run as build
+
+    root, _, proj = release_dir
+    assert _manifest(root)["created_from"]["git_tree"] == "clean"
+    assert _manifest(root)["created_from"]["uncommitted_sha256"] is None
+    (proj / "params.yaml").write_text((proj / "params.yaml").read_text().replace("0.1.0", "0.2.0"))
+    build(ReleaseParams(name="hostile", version="0.2.0", arrow_copy=False), proj / "review", proj / "releases")
+    made = _manifest(proj / "releases" / "hostile-0.2.0")["created_from"]
+    diff = subprocess.run(["git", "diff", "HEAD", "--binary", "--no-ext-diff", "--no-color"], cwd=proj,
+                          capture_output=True, check=True).stdout
+    assert made["git_tree"] == "dirty" and made["uncommitted_sha256"] == hashlib.sha256(diff).hexdigest()
+    assert made["git_revision"] == _git(proj, "rev-parse", "HEAD").strip()

@@ -13,9 +13,10 @@ from typing import Any
 
 from curation.errors import InputError, VerificationError
 from curation.params import ReleaseParams
+from curation.paths import inside
 from curation.records import read_jsonl, sha256_file, staged_dir, write_bytes, write_json, write_text
 from curation.release import croissant
-from curation.release.card import distribution_plot, render_card
+from curation.release.card import DIGEST_PLACEHOLDER, distribution_plot, render_card, with_digest
 from curation.release.rebuild import reference
 from curation.report import Report
 from curation.schema import Item, ReleaseManifest
@@ -23,12 +24,29 @@ from curation.schema import Item, ReleaseManifest
 MANIFEST = "manifest.json"
 
 
-def _git_revision() -> str | None:
+def _git(*args: str) -> bytes | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=False)
-        return out.stdout.strip() or None
-    except OSError:
+        out = subprocess.run(["git", *args], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
         return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _git_revision() -> str | None:
+    out = _git("rev-parse", "HEAD")
+    return out.decode().strip() or None if out else None
+
+
+def _git_tree_state() -> dict[str, str | None]:
+    """Whether the working tree differs from HEAD in tracked files (params.yaml, dvc.lock, templates, code), and a
+    SHA-256 of exactly those uncommitted changes (``git diff HEAD --binary``), so a release built from a dirty tree
+    says so and names what it was built from. Untracked files are not inputs of a stage and are left out."""
+    diff = _git("diff", "HEAD", "--binary", "--no-ext-diff", "--no-color")
+    if diff is None:
+        return {"git_tree": None, "uncommitted_sha256": None}
+    if not diff:
+        return {"git_tree": "clean", "uncommitted_sha256": None}
+    return {"git_tree": "dirty", "uncommitted_sha256": hashlib.sha256(diff).hexdigest()}
 
 
 def _hash_file(path: Path) -> str | None:
@@ -43,6 +61,11 @@ def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Re
             report.counts[f"excluded_by_licence:{item.source.value}"] += 1
             continue
         image_files, refs = [], []
+        bad = next((img for img in item.images if Path(img).is_symlink() or not inside(img, Path.cwd())), None)
+        if bad is not None:  # an item's images come from the pipeline's own folders, never from elsewhere
+            report.fail(item.item_id, "image_outside_project", f"{bad[:200]} is a symlink or lies outside the project "
+                                                                "folder; not read")
+            continue
         for n, img in enumerate(item.images):
             name = f"{item.item_id}_{n}.png"
             if mode == "pixels":
@@ -109,10 +132,15 @@ def _write_parquet(rows: list[dict[str, Any]], root: Path, arrow_copy: bool = Fa
 
 
 def _tree_digest(root: Path) -> str:
+    """The release's content without its manifest (and with the card's manifest digest blanked): equal for a rebuild
+    of the same items from another commit."""
     h = hashlib.sha256()
     for p in sorted(x for x in root.rglob("*") if x.is_file() and x.name != MANIFEST):
         h.update(p.relative_to(root).as_posix().encode())
-        h.update(sha256_file(p).encode())
+        if p.relative_to(root).as_posix() == "README.md":
+            h.update(hashlib.sha256(with_digest(p.read_text(encoding="utf-8"), DIGEST_PLACEHOLDER).encode()).digest())
+        else:
+            h.update(sha256_file(p).encode())
     return h.hexdigest()
 
 
@@ -169,24 +197,29 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
                 for p in sorted(x for x in staging.rglob("*") if x.is_file())}
         manifest = ReleaseManifest(
             name=params.name, version=params.version,
-            created_from={"git_revision": _git_revision(), "dvc_lock_sha256": _hash_file(lock_file),
-                          "params_sha256": _hash_file(params_file)},
+            created_from={"git_revision": _git_revision(), **_git_tree_state(),
+                          "dvc_lock_sha256": _hash_file(lock_file), "params_sha256": _hash_file(params_file)},
             counts=counts, files=sums, canary=params.canary,
             licenses=dict(sorted(Counter(r["license"] for r in rows).items())),
             reviewed_items=sum(r["review_status"] == "reviewed" for r in rows),
             unreviewed_items=sum(r["review_status"] != "reviewed" for r in rows),
         )
+        write_json(staging / MANIFEST, manifest)
+        # the card names the manifest's digest; the manifest holds the card's checksum with the placeholder
+        digest = sha256_file(staging / MANIFEST)
+        card = (staging / "README.md").read_text(encoding="utf-8")
+        write_text(staging / "README.md", with_digest(card, digest))
         if dst.exists():
             if not (dst / MANIFEST).exists() or _tree_digest(dst) != _tree_digest(staging):
                 raise VerificationError(f"release {name} already exists with different content; bump release.version",
                                         dst)
             report.counts["unchanged_existing_release"] = 1
-        write_json(staging / MANIFEST, manifest)
         report.outputs = len(rows)
     if dst.exists() and report.counts.get("unchanged_existing_release"):
         shutil.rmtree(staging_parent, ignore_errors=True)
     else:
         os.replace(staging_parent, dst)
+    report.metrics["manifest_sha256"] = sha256_file(dst / MANIFEST)  # the release as it stands at dst
     report.metrics["release"] = name
     report.metrics["counts"] = counts
     report.write(report_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from typing import Any
 
@@ -10,8 +11,27 @@ import jinja2
 from curation.params import ReleaseParams
 
 
+# The card names the manifest's digest, and the manifest lists the card's checksum: the checksum is taken over
+# the card with this placeholder in place of the digest (verify puts it back before comparing).
+DIGEST_PLACEHOLDER = "0" * 64
+DIGEST_LINE = re.compile(r"(\*\*Manifest SHA-256:\*\* `)([0-9a-f]{64})(`)")
+DIGEST_SHORT = re.compile(r"(--digest )([0-9a-f]{12})(…)")
+
+
+def with_digest(card: str, digest: str) -> str:
+    """The card text with ``digest`` (or the placeholder) as the manifest digest it names."""
+    card = DIGEST_LINE.sub(lambda m: m.group(1) + digest + m.group(3), card, count=1)
+    return DIGEST_SHORT.sub(lambda m: m.group(1) + digest[:12] + m.group(3), card, count=1)
+
+
+def stated_digest(card: str) -> str | None:
+    m = DIGEST_LINE.search(card)
+    return m.group(2) if m else None
+
+
 def render_card(params: ReleaseParams, name: str, rows: list[dict[str, Any]], counts: dict[str, dict[str, int]],
-                files: list[str], checks: dict[str, int] | None = None, agreement: dict[str, Any] | None = None) -> str:
+                files: list[str], checks: dict[str, int] | None = None, agreement: dict[str, Any] | None = None,
+                manifest_sha256: str = DIGEST_PLACEHOLDER) -> str:
     text = resources.files("curation.release").joinpath("card.md.j2").read_text()
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     n = len(rows)
@@ -27,6 +47,7 @@ def render_card(params: ReleaseParams, name: str, rows: list[dict[str, Any]], co
         params=params, name=name, n=n, size=size, counts=counts, files=files,
         splits=sorted({f.split("/")[1].split("-")[0] for f in files}), sources=sources,
         redistribution=params.redistribution, checks=checks or {}, agreement=agreement or {},
+        manifest_sha256=manifest_sha256,
     )
 
 

@@ -177,7 +177,7 @@ def test_stage_fails_a_file_the_comparison_flags(cases: dict[str, tuple[Path, Pa
 @needs_fixtures
 def test_real_scanner_and_pacs_files(tmp_path: Path) -> None:
     """Siemens XA30 exports and the same images after an Agfa PACS: every file written or quarantined with a
-    reason, nothing of any input survives, no private tags, one series keeps one UID, the SR is skipped."""
+    reason, nothing of any input survives, no private tags, one series keeps one UID, the SR de-identified too."""
     from curation.deid.stage import deid_dicom_dir
 
     os.environ.setdefault("CURATION_SECRET", "test-secret")
@@ -185,9 +185,7 @@ def test_real_scanner_and_pacs_files(tmp_path: Path) -> None:
     report = deid_dicom_dir(DicomDeidParams(), FIXTURES, out)
     files = [p for p in FIXTURES.rglob("*") if p.is_file()]
     assert report.inputs == len(files) == report.outputs + len(report.quarantine)
-    reasons = [q.reason for q in report.quarantine]
-    assert reasons.count("skipped:no_pixel_data") == 7  # the Phoenix protocol documents (Enhanced SR)
-    assert set(reasons) <= {"skipped:no_pixel_data", "skipped:not_dicom"}
+    assert [(q.path, q.reason) for q in report.quarantine] == [("LICENSE-dcm_qa", "skipped:not_dicom")]
     result = verify_against(out, FIXTURES)
     assert result.checked > 5000
     assert result.findings == [], [f.line() for f in result.findings[:20]]
@@ -246,3 +244,33 @@ def test_nested_un_sequence_from_pydicom_test_files(tmp_path: Path) -> None:
     out = tmp_path / "out.dcm"
     assert deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa")["ok"]
     assert compare_files(src, out, "un").findings == []
+
+
+@pytest.mark.parametrize("name", ["test-SR.dcm", "rtplan.dcm", "reportsi.dcm", "waveform_ecg.dcm", "rtdose_rle.dcm",
+                                  "rtdose_rle_1frame.dcm"])
+def test_non_image_objects_deidentified_by_the_same_rules(tmp_path: Path, name: str) -> None:
+    """Structured reports, RT objects (an RLE dose too) and a waveform from a toolkit's test files (the installed
+    pydicom): written de-identified by the same rules, their content included."""
+    from tests.dicom_cases import PYDICOM_FILES
+
+    src = PYDICOM_FILES / name
+    out = tmp_path / name
+    res = deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa")
+    assert res["ok"], res
+    check = compare_files(src, out, name)
+    assert check.checked > 5 and check.findings == [], [f.line() for f in check.findings]
+    got = pydicom.dcmread(out)
+    assert got.PatientIdentityRemoved == "YES" and got.SOPClassUID == pydicom.dcmread(src).SOPClassUID
+    assert not got.get("ContentSequence")  # SR content (text, names, dates): Annex E 2026c replaces it (D)
+
+
+@needs_fixtures
+def test_scanner_protocol_document(tmp_path: Path) -> None:
+    """The Siemens Phoenix protocol document (Enhanced SR, protocol text in a private element, no pixels)."""
+    for src in sorted((FIXTURES / "siemens-xa30" / "99_Phoenix_Document").glob("*.dcm")):
+        out = tmp_path / src.name
+        assert deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa")["ok"]
+        assert compare_files(src, out, src.name).findings == []
+        got = pydicom.dcmread(out)
+        assert not any(e.tag.is_private for e in got.iterall()) and b"XProtocol" not in out.read_bytes()
+        assert got.InstitutionName == "" if "InstitutionName" in got else True

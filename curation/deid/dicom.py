@@ -108,6 +108,7 @@ class Defaults:
     keep_text_tags: frozenset[int]
     longitudinal_except_tags: frozenset[int]
     clean_removes_vrs: frozenset[str]
+    non_image: str  # objects without pixel data (SR, presentation states, RT plans/structures): deidentify | skip
 
 
 @lru_cache(maxsize=1)
@@ -117,10 +118,13 @@ def load_defaults() -> Defaults:
 
     doc = yaml.safe_load(resources.files("curation.deid").joinpath("dicom_defaults.yaml").read_text())
     unknown = set(doc) - {"by_vr", "keep_uid_roots", "keep_uid_keywords", "keep_text", "longitudinal_except_keywords",
-                          "clean_removes_vrs"}
+                          "clean_removes_vrs", "non_image"}
     if unknown:
         raise ValueError(f"dicom_defaults.yaml: unknown keys {sorted(unknown)}")
     by_vr = {str(k): str(v) for k, v in doc["by_vr"].items()}
+    non_image = str(doc.get("non_image", "skip"))
+    if non_image not in ("deidentify", "skip"):
+        raise ValueError(f"dicom_defaults.yaml: non_image must be deidentify or skip, not {non_image!r}")
     bad = {k: v for k, v in by_vr.items() if v not in DEFAULT_ACTIONS}
     if bad:
         raise ValueError(f"dicom_defaults.yaml: by_vr actions outside {sorted(DEFAULT_ACTIONS)}: {bad}")
@@ -140,7 +144,8 @@ def load_defaults() -> Defaults:
                     keep_uid_tags=tags("keep_uid_keywords", frozenset(("UI",))),
                     keep_text_tags=tags("keep_text", DEFAULT_TEXT_VRS),
                     longitudinal_except_tags=tags("longitudinal_except_keywords", frozenset(("DA", "DT"))),
-                    clean_removes_vrs=frozenset(doc.get("clean_removes_vrs") or ()) & DEFAULT_TEXT_VRS)
+                    clean_removes_vrs=frozenset(doc.get("clean_removes_vrs") or ()) & DEFAULT_TEXT_VRS,
+                    non_image=non_image)
 
 
 def date_offset_days(patient_key: str, secret: bytes, max_days: int) -> int:
@@ -186,6 +191,20 @@ def _dummy(vr: str) -> Any:
     }.get(vr, "")
 
 
+def effective_action(tag: int, rule: Rule, enabled: list[str]) -> str:
+    """The action for ``tag`` with these options on: an enabled option overrides the basic action (Clean
+    Descriptors applies only to what it names)."""
+    for name in enabled:
+        opt = rule.options.get(name)
+        if opt:
+            return opt
+    if "retain_longitudinal_modified_dates" in enabled and "retain_longitudinal_modified_dates" not in \
+            rule.options and tag not in load_defaults().longitudinal_except_tags and _dictionary_vr(tag) in (
+            "DA", "DT"):
+        return "C"  # a date row newer than the option columns: the option modifies all dates (E.3.6)
+    return rule.basic
+
+
 class Deidentifier:
     """Applies the table to one dataset with a fixed set of options and identities.
 
@@ -214,16 +233,7 @@ class Deidentifier:
         self.by_vr = d.by_vr
 
     def action_for(self, tag: int, rule: Rule) -> str:
-        # an enabled option overrides the basic action; Clean Descriptors applies only to what it names
-        for name in self.enabled:
-            opt = rule.options.get(name)
-            if opt:
-                return opt
-        if "retain_longitudinal_modified_dates" in self.enabled and "retain_longitudinal_modified_dates" not in \
-                rule.options and tag not in load_defaults().longitudinal_except_tags and _dictionary_vr(tag) in (
-                "DA", "DT"):
-            return "C"  # a date row newer than the option columns: the option modifies all dates (E.3.6)
-        return rule.basic
+        return effective_action(tag, rule, self.enabled)
 
     def rule_for(self, tag: int) -> Rule | None:
         r = self.table.rules.get(tag)
@@ -458,6 +468,7 @@ SOP_CLASS_UID, SOP_INSTANCE_UID, IMAGE_TYPE, BURNED_IN = 0x00080016, 0x00080018,
 PATIENT_NAME, PATIENT_ID = 0x00100010, 0x00100020
 NAME_TAGS = (0x00100010, 0x00101001, 0x00101005, 0x00101060, 0x00080090, 0x00081050, 0x00081070)
 ID_TAGS = (0x00100020, 0x00101000, 0x00080050, 0x00100030)
+INSTITUTION_TAGS = (0x00080080, 0x00080081, 0x00081040)  # name, address, department: removed as whole strings
 
 
 def _resolve(action: str) -> str:
@@ -545,7 +556,8 @@ def _dictionary_vr(tag: int) -> str | None:
 
 
 def _identity_tokens(ds: Any) -> list[str]:
-    """Name parts, ids and birth date of this patient, removed wherever a descriptor repeats them."""
+    """Name parts, ids and birth date of this patient and the institution, removed wherever a descriptor repeats
+    them (the differential verifier looks for the same strings)."""
     tokens: list[str] = []
     for tag in NAME_TAGS:
         for part in re.split(r"[\^\s\\,=]+", _text(ds, tag)):
@@ -553,6 +565,8 @@ def _identity_tokens(ds: Any) -> list[str]:
                 tokens.append(part)
     for tag in ID_TAGS:
         tokens.extend(v for v in _text(ds, tag).split("\\") if v)
+    for tag in INSTITUTION_TAGS:
+        tokens.extend(v.strip() for v in _text(ds, tag).split("\\") if len(v.strip()) >= 3)
     return sorted(set(tokens), key=len, reverse=True)
 
 
@@ -598,6 +612,8 @@ def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, 
 
     # one read: the checks and the de-identification share the dataset
     ds, info = read_checked(src, header=False)
+    if ds is None and info["reason"] == "skipped:no_pixel_data" and load_defaults().non_image == "deidentify":
+        ds = _read_non_image(src)  # a structured report, presentation state, RT plan...: the same rules apply
     if ds is None:
         return {"ok": False, "reason": info["reason"], "detail": info["detail"]}
     try:
@@ -625,6 +641,19 @@ def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, 
             return {"ok": False, "reason": "deid_verify_failed",
                     "detail": f"{len(check.findings)} finding(s): " + "; ".join(kinds)[:400]}
     return result
+
+
+def _read_non_image(src: str) -> Any:
+    """A file ``read_checked`` set aside only for having no pixel data, read for de-identification (None if it is
+    not a usable file after all)."""
+    import pydicom
+
+    try:
+        ds = pydicom.dcmread(src)
+    except Exception:
+        return None
+    meta = getattr(ds, "file_meta", None)
+    return ds if meta is not None and "TransferSyntaxUID" in meta and "SOPClassUID" in ds else None
 
 
 META_REQUIRED = (0x00020000, 0x00020001, 0x00020002, 0x00020003, 0x00020010, 0x00020012)

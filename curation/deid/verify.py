@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from curation.deid.dicom import METHOD_CODES, OPTION_COLUMNS, load_table
+from curation.deid.dicom import METHOD_CODES, OPTION_COLUMNS, effective_action, load_table
 from curation.deid.files import HEADER_TEXT_FIELDS, SIDECAR_DEVICE, SIDECAR_KEEP
 from curation.deid.text import policy
 
@@ -115,7 +115,7 @@ def _dicom(path: Path, rel: str) -> list[Finding]:
                 out.append(Finding(rel, loc, "person name present"))
                 continue
             if rule is not None:
-                action = next((rule.options[o] for o in enabled if o in rule.options), rule.basic)
+                action = effective_action(int(elem.tag), rule, enabled)
                 if "U" in action or action in ("K", "C"):
                     pass
                 elif "D" in action and (text in DUMMIES or PSEUDONYM.match(text)):

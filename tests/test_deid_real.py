@@ -274,3 +274,28 @@ def test_scanner_protocol_document(tmp_path: Path) -> None:
         got = pydicom.dcmread(out)
         assert not any(e.tag.is_private for e in got.iterall()) and b"XProtocol" not in out.read_bytes()
         assert got.InstitutionName == "" if "InstitutionName" in got else True
+
+
+def test_retained_private_elements_get_the_safe_defaults(cases: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
+    """Retain Safe Private keeps private elements, but a date, name or UID in one is still shifted, replaced or
+    remapped (in any group, at any depth); file meta AE titles and private information go."""
+    src = pydicom.dcmread(cases["explicit"][0])
+    block = src.private_block(0x0019, "ACME MR 1", create=True)
+    block.add_new(0x10, "DA", "20040318")
+    block.add_new(0x11, "UI", src.StudyInstanceUID)
+    block.add_new(0x12, "PN", "QUIMBY^JOSEPH")
+    block.add_new(0x13, "LO", "coil 4")
+    src.file_meta.SourceApplicationEntityTitle = "MRC35062"
+    path = tmp_path / "priv.dcm"
+    src.save_as(path, enforce_file_format=True)
+    params = DicomDeidParams(retain_safe_private=True)
+    out = tmp_path / "out.dcm"
+    deid_dicom._CACHED.clear()
+    assert deidentify_file(str(path), str(out), params, b"k", "patient-1", "ANON-aaaaaaaaaaaa")["ok"]
+    deid_dicom._CACHED.clear()
+    got = pydicom.dcmread(out)
+    kept = got.private_block(0x0019, "ACME MR 1")
+    assert kept[0x10].value != "20040318" and kept[0x11].value == got.StudyInstanceUID
+    assert kept[0x12].value == "ANONYMIZED" and kept[0x13].value == "coil 4"
+    assert "SourceApplicationEntityTitle" not in got.file_meta
+    assert compare_files(path, out, "priv").findings == []

@@ -272,6 +272,11 @@ class Deidentifier:
         meta = getattr(ds, "file_meta", None)
         if meta is not None and "MediaStorageSOPInstanceUID" in meta and SOP_INSTANCE_UID in ds:
             meta.MediaStorageSOPInstanceUID = _text(ds, SOP_INSTANCE_UID)
+        if meta is not None:
+            for t in META_IDENTIFYING:  # where the file came from and what a sender added (AE titles, private)
+                if t in meta:
+                    del meta[t]
+                    out.actions[f"{t:08X}"] = "X"
         _put(ds, PATIENT_NAME, "PN", pseudonym)
         _put(ds, PATIENT_ID, "LO", pseudonym)
         out.actions.setdefault("00100010", "D")
@@ -290,6 +295,8 @@ class Deidentifier:
             if t & 0x10000:  # odd group: private
                 if keep_private:
                     acts[key] = "K(private)"
+                    if elem.VR in PRIVATE_DEFAULT_VRS and t & 0xFF00:  # dates, names, UIDs: in any group
+                        self._untabled(ds, tag, elem, elem.VR, days, scrub, acts, key)
                 else:
                     del ds[tag]
                     acts[key] = "X"
@@ -345,10 +352,14 @@ class Deidentifier:
             for item in ds[tag].value:
                 self._walk(item, days, scrub, Outcome(True, actions=acts))
             return
+        t = int(tag)
+        if (vr is None or vr == "UN") and not t & 0x10000:
+            del ds[tag]  # a public tag no dictionary knows, of no known VR: nothing says what it holds
+            acts[key] = "X(unknown)"
+            return
         default = self.by_vr.get(vr or "")
         if default is None or default == "keep" or not elem.value:
             return
-        t = int(tag)
         if default == "remove":
             if t in self.keep_text:  # kept by name, still cleaned of this patient's identity
                 text = _value(ds, tag, elem)
@@ -468,6 +479,9 @@ SOP_CLASS_UID, SOP_INSTANCE_UID, IMAGE_TYPE, BURNED_IN = 0x00080016, 0x00080018,
 PATIENT_NAME, PATIENT_ID = 0x00100010, 0x00100020
 NAME_TAGS = (0x00100010, 0x00101001, 0x00101005, 0x00101060, 0x00080090, 0x00081050, 0x00081070)
 ID_TAGS = (0x00100020, 0x00101000, 0x00080050, 0x00100030)
+PRIVATE_DEFAULT_VRS = frozenset(("SQ", "DA", "DT", "PN", "UI"))  # in retained private elements too
+# file meta: Source/Sending/Receiving AE titles, Source/Sending/Receiving presentation addresses, private information
+META_IDENTIFYING = (0x00020016, 0x00020017, 0x00020018, 0x00020026, 0x00020027, 0x00020028, 0x00020100, 0x00020102)
 INSTITUTION_TAGS = (0x00080080, 0x00080081, 0x00081040)  # name, address, department: removed as whole strings
 
 

@@ -24,6 +24,7 @@ class Bounds(Section):
     max_volume_bytes: int = Field(1 << 30, ge=1)  # decoded voxel bytes of one volume, checked from its header
     max_field_chars: int = Field(1_000_000, ge=1)  # one free-text field or id read from an input file
     max_id_chars: int = Field(200, ge=8)  # an id or name from input (fig id, series name)
+    max_document_bytes: int = Field(256 << 20, ge=1)  # one XML or JSON document (read whole, parsed in one pass)
 
 
 class IngestParams(Section):

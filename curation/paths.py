@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME = 96
@@ -77,7 +78,7 @@ def readable(path: str | os.PathLike[str], src: str | os.PathLike[str]) -> bool:
     return inside(path, src) or inside(path, Path.cwd())
 
 
-OUTSIDE_INPUT = {"ok": False, "reason": "outside_input",
+OUTSIDE_INPUT: dict[str, Any] = {"ok": False, "reason": "outside_input",
                  "detail": "resolves outside the stage's input folder and the project folder; not read"}
 
 

@@ -730,3 +730,58 @@ def test_release_from_a_dirty_tree_records_it(release_dir: tuple[Path, str, Path
                           capture_output=True, check=True).stdout
     assert made["git_tree"] == "dirty" and made["uncommitted_sha256"] == hashlib.sha256(diff).hexdigest()
     assert made["git_revision"] == _git(proj, "rev-parse", "HEAD").strip()
+
+
+def test_document_over_the_bound_is_quarantined_not_read(tmp_path: Path) -> None:
+    from curation.params import Bounds
+
+    raw = tmp_path / "raw"
+    _png(raw / "c" / "001.png")
+    _radiopaedia(raw / "c", [{"name": "FLAIR", "images": ["001.png"]}], body="x" * 5000)
+    _png(raw / "d" / "001.png")
+    _radiopaedia(raw / "d", [{"name": "FLAIR", "images": ["001.png"]}])
+    cases, quarantine, rep = _ingest("radiopaedia", raw, tmp_path / "out", bounds=Bounds(max_document_bytes=2000))
+    size = (raw / "c" / "case.json").stat().st_size
+    assert len(cases) == 1
+    assert {(q["path"], q["reason"], q["detail"]) for q in quarantine} == {
+        ("c/case.json", "file_too_large", f"{size} bytes (bounds.max_document_bytes 2000)"),
+        ("c/001.png", "skipped:unreferenced_image", "image not listed in any case.json")}
+
+
+def test_release_build_refuses_item_images_from_outside(release_dir: tuple[Path, str, Path]) -> None:
+    """Items naming an image outside the project folder, or a symlink, are left out with a counted reason; the
+    release holds nothing read from there."""
+    from curation.params import ReleaseParams
+    from curation.records import read_jsonl, write_jsonl
+    from curation.release.build import run as build
+    from curation.schema import Item
+
+    root, _, proj = release_dir
+    items = list(read_jsonl(proj / "review" / "items.jsonl", Item))
+    secret = proj.parent / "secret.png"
+    secret.write_bytes(SECRET)
+    link = proj / "renders" / "link.png"
+    link.symlink_to(secret)
+    items[0].images = [str(secret)]
+    items[1].images = [str(link.relative_to(proj))]
+    write_jsonl(proj / "review" / "items.jsonl", items)
+    rep = build(ReleaseParams(name="hostile", version="0.3.0", arrow_copy=False), proj / "review",
+                proj / "releases").as_dict()
+    assert rep["failures_by_reason"] == {"image_outside_project": 2} and rep["outputs"] == 0
+    _no_secret_under(proj / "releases" / "hostile-0.3.0")
+
+
+def test_deid_dicom_folder_does_not_follow_symlinks_out(tmp_path: Path) -> None:
+    from curation.deid.stage import deid_dicom_dir
+    from curation.params import DicomDeidParams
+
+    outside = tmp_path / "outside.dcm"
+    outside.write_bytes(b"\x00" * 128 + b"DICM" + SECRET)
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "link.dcm").symlink_to(outside)
+    (src / "readme.txt").write_text("not DICOM\n")
+    rep = deid_dicom_dir(DicomDeidParams(), src, tmp_path / "out")
+    assert {(q.path, q.reason) for q in rep.quarantine} == {("link.dcm", "outside_raw"),
+                                                           ("readme.txt", "skipped:not_dicom")}
+    _no_secret_under(tmp_path / "out")

@@ -12,7 +12,7 @@ from curation.errors import InputError
 from curation.ingest.base import relpath
 from curation.parallel import pmap
 from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams
-from curation.paths import OUTSIDE_INPUT, input_rel, readable, safe_name
+from curation.paths import OUTSIDE_INPUT, input_rel, printable, readable, safe_name, walk_files
 from curation.records import project_secret, read_jsonl, staged_dir, write_jsonl, write_text
 from curation.report import Report
 from curation.schema import Case
@@ -161,7 +161,14 @@ def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: in
         raise InputError("input folder does not exist", src)
     secret = project_secret()
     report = Report(stage="deid dicom")
-    files = sorted(p for p in src.rglob("*") if p.is_file())
+    files = []
+    for p, why in walk_files(src):  # symlinks out of src and names that are not UTF-8 are listed, never read
+        if why is None:
+            files.append(p)
+        elif not why.startswith("skipped:"):
+            report.inputs += 1
+            report.fail(printable(p.relative_to(src).as_posix()), why, why.replace("_", " "))
+    files.sort()
     tasks = [(str(f), str(dst / f.relative_to(src)), params, secret, "", "") for f in files]
     audit = []
     for (f, _out, *_), res in zip(tasks, pmap(_plain_dicom_task, tasks, workers=workers, scheduler=scheduler),
@@ -189,7 +196,8 @@ def deid_text_path(params: TextDeidParams, src: Path, dst: Path) -> Report:
         raise InputError("input does not exist", src)
     report = Report(stage="deid text")
     tool = TextDeidentifier(params, project_secret())
-    pairs = [(src, dst)] if src.is_file() else [(p, dst / p.relative_to(src)) for p in sorted(src.rglob("*.txt"))]
+    texts = sorted(q for q, why in walk_files(src) if why is None and q.suffix == ".txt") if src.is_dir() else []
+    pairs = [(src, dst)] if src.is_file() else [(p, dst / p.relative_to(src)) for p in texts]
     for inp, out in pairs:
         report.inputs += 1
         try:

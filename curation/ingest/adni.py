@@ -92,8 +92,11 @@ def _ida_metadata(ctx: IngestContext) -> dict[str, dict[str, Any]]:
     for path in ctx.find(spec["pattern"]):
         ctx.report.inputs += 1
         rel = ctx.rel_raw(path)
+        data = ctx.read_document(path)
+        if data is None:
+            continue
         try:
-            root = ET.parse(path).getroot()
+            root = ET.fromstring(data)
         except ET.ParseError as exc:
             ctx.report.fail(rel, "xml_invalid", str(exc))
             continue

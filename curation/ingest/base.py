@@ -97,6 +97,22 @@ class IngestContext:
                 self.report.inputs += 1
                 self.report.fail(self.rel_raw(p), why, WALK_DETAIL[why])
 
+    def read_document(self, path: Path) -> bytes | None:
+        """An XML/JSON document's bytes, or None with the file quarantined (over ``bounds.max_document_bytes``,
+        unreadable). Read whole so the parser sees it in one pass: expat fed in small chunks rescans a long token
+        (a 50 MB attribute) quadratically."""
+        rel = self.rel_raw(path)
+        try:
+            size = path.stat().st_size
+            if size > self.bounds.max_document_bytes:
+                self.report.fail(rel, "file_too_large", f"{size} bytes (bounds.max_document_bytes "
+                                                        f"{self.bounds.max_document_bytes})")
+                return None
+            return path.read_bytes()
+        except OSError as exc:
+            self.report.fail(rel, "unreadable", f"{type(exc).__name__}: {exc}")
+            return None
+
     def files(self) -> list[Path]:
         """Every usable file under the raw folder, sorted (listed once a run)."""
         if self._files is None:

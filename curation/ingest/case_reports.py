@@ -35,8 +35,11 @@ def ingest(ctx: IngestContext) -> list[Case]:
             ctx.report.skip(rel, "not_jats", "not an .xml/.nxml file")
             continue
         ctx.report.inputs += 1
+        data = ctx.read_document(path)
+        if data is None:
+            continue
         try:
-            root = ET.parse(path).getroot()
+            root = ET.fromstring(data)
         except ET.ParseError as exc:
             ctx.report.fail(rel, "xml_invalid", str(exc))
             continue

@@ -23,8 +23,11 @@ def ingest(ctx: IngestContext) -> list[Case]:
     for path in (p for p in files if p.suffix == ".json"):
         ctx.report.inputs += 1
         rel = ctx.rel_raw(path)
+        data = ctx.read_document(path)
+        if data is None:
+            continue
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = json.loads(data.decode("utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             ctx.report.fail(rel, "json_invalid", str(exc))
             continue

@@ -51,7 +51,7 @@ def inspect_volume(task: str | tuple[str, int | None]) -> dict[str, Any]:
 
     path, max_bytes = (task, None) if isinstance(task, str) else task
     try:
-        img = nib.load(path)
+        img: Any = nib.load(path)
         shape = tuple(int(v) for v in img.shape)
         if any(s == 0 for s in shape) or not shape:
             return {"ok": False, "reason": "volume_empty", "detail": "no voxels"}

@@ -10,7 +10,6 @@ import jinja2
 
 from curation.params import ReleaseParams
 
-
 # The card names the manifest's digest, and the manifest lists the card's checksum: the checksum is taken over
 # the card with this placeholder in place of the digest (verify puts it back before comparing).
 DIGEST_PLACEHOLDER = "0" * 64

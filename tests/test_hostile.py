@@ -785,3 +785,26 @@ def test_deid_dicom_folder_does_not_follow_symlinks_out(tmp_path: Path) -> None:
     assert {(q.path, q.reason) for q in rep.quarantine} == {("link.dcm", "outside_raw"),
                                                            ("readme.txt", "skipped:not_dicom")}
     _no_secret_under(tmp_path / "out")
+
+
+def test_oversize_text_fields_quarantine_the_record(tmp_path: Path) -> None:
+    """A case section or a series name over its bound: the record is quarantined with the field named, never
+    truncated silently; the others are ingested."""
+    from curation.params import Bounds
+
+    raw = tmp_path / "raw"
+    _png(raw / "jats" / "f.png")
+    (raw / "jats" / "ok.xml").write_text(_jats("PMC5", [("f1", "f.png")]))
+    (raw / "jats" / "big.xml").write_text(_jats("PMC6", [("f1", "f.png")]).replace(
+        "had headaches.", "had headaches. " + "word " * 3000))
+    cases, quarantine, _ = _ingest("case-reports", raw / "jats", tmp_path / "o1",
+                                   bounds=Bounds(max_field_chars=10_000))
+    assert len(cases) == 1 and quarantine == [
+        {"path": "big.xml", "reason": "field_too_long",
+         "detail": "case section has 15032 characters (bounds.max_field_chars 10000)"}]
+    _png(raw / "rp" / "c" / "001.png")
+    _radiopaedia(raw / "rp" / "c", [{"name": "N" * 500, "images": ["001.png"]}])
+    cases, quarantine, _ = _ingest("radiopaedia", raw / "rp", tmp_path / "o2")
+    failed = [(q["path"], q["reason"], q["detail"]) for q in quarantine if "skipped" not in q["reason"]]
+    assert not cases and failed == [
+        ("c/case.json", "case_malformed", "study 1 series 1 name has 500 characters (bounds.max_id_chars 200)")]

@@ -149,6 +149,8 @@ def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Ca
     discussion = _bounded(ctx, "discussion", discussion)
     abstract = _bounded(ctx, "abstract", abstract)
     title = _bounded(ctx, "article-title", title)
+    journal = _bounded(ctx, "journal-title", journal)
+    _bounded(ctx, "author list", " ".join(authors))
     figures = []
     seen_ids: set[str] = set()
     for n, fig in enumerate(article.iter("fig")):
@@ -156,7 +158,7 @@ def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Ca
         raw_id = fig.get("id") or f"fig{n + 1}"
         graphic = fig.find(".//graphic")
         href = graphic.get(XLINK) if graphic is not None else None
-        label = _text(fig.find("label")) or None
+        label = _bounded(ctx, f"label of figure {n + 1}", _text(fig.find("label"))) or None
         caption = _bounded(ctx, f"caption of figure {n + 1}", _text(fig.find("caption")))
         fig_id = safe_name(raw_id) if len(raw_id) <= ctx.bounds.max_id_chars else f"fig{n + 1}"
         if fig_id in seen_ids:

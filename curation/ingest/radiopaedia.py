@@ -41,7 +41,7 @@ def ingest(ctx: IngestContext) -> list[Case]:
         if missing:
             ctx.report.fail(rel, "case_missing_field", f"missing {', '.join(missing)}")
             continue
-        problem = _shape_problem(doc, ctx.bounds.max_field_chars)
+        problem = _shape_problem(doc, ctx.bounds.max_field_chars, ctx.bounds.max_id_chars)
         if problem:
             ctx.report.fail(rel, "case_malformed", problem)
             continue
@@ -59,7 +59,7 @@ def ingest(ctx: IngestContext) -> list[Case]:
     return cases
 
 
-def _shape_problem(doc: dict[str, Any], max_chars: int) -> str | None:
+def _shape_problem(doc: dict[str, Any], max_chars: int, max_id: int) -> str | None:
     """Why a case.json does not have the export's shape (fields of the wrong type, oversize text), or None."""
     for key in STR_FIELDS:
         v = doc.get(key)
@@ -92,9 +92,13 @@ def _shape_problem(doc: dict[str, Any], max_chars: int) -> str | None:
                 return f"study {s} series {n} is {type(series).__name__}, not an object"
             if series.get("name") is not None and not isinstance(series["name"], str):
                 return f"study {s} series {n} name is {type(series['name']).__name__}, not text"
+            if len(series.get("name") or "") > max_id:
+                return f"study {s} series {n} name has {len(series['name'])} characters (bounds.max_id_chars {max_id})"
             images = series.get("images") or []
             if not isinstance(images, list) or not all(isinstance(i, str) and i for i in images):
                 return f"study {s} series {n} images is not a list of file names"
+            if any(len(i) > 4 * max_id for i in images):
+                return f"study {s} series {n} lists an image path over {4 * max_id} characters"
     return None
 
 

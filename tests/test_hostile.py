@@ -808,3 +808,17 @@ def test_oversize_text_fields_quarantine_the_record(tmp_path: Path) -> None:
     failed = [(q["path"], q["reason"], q["detail"]) for q in quarantine if "skipped" not in q["reason"]]
     assert not cases and failed == [
         ("c/case.json", "case_malformed", "study 1 series 1 name has 500 characters (bounds.max_id_chars 200)")]
+
+
+def test_safe_name_properties() -> None:
+    from curation.paths import safe_name
+
+    assert safe_name("fig1") == "fig1" and safe_name("s1-FLAIR-001") == "s1-FLAIR-001"
+    hostile = ["../../../../tmp/x", "a/", ".bashrc", "..", "", "a\x00b", "x" * 5000, "C:\\evil", "caf\udce9"]
+    names = [safe_name(h) for h in hostile]
+    assert all(n and "/" not in n and "\\" not in n and "\x00" not in n and not n.startswith(".") and len(n) <= 96
+               for n in names), names
+    assert len(set(names)) == len(names) and safe_name("../a") != safe_name("__a")
+    hdr, img = safe_name("scan 1.hdr"), safe_name("scan 1.img")
+    assert hdr.endswith(".hdr") and img.endswith(".img") and hdr[:-4] == img[:-4]
+    assert safe_name("my volume.nii.gz").endswith(".nii.gz")

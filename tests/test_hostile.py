@@ -822,3 +822,53 @@ def test_safe_name_properties() -> None:
     hdr, img = safe_name("scan 1.hdr"), safe_name("scan 1.img")
     assert hdr.endswith(".hdr") and img.endswith(".img") and hdr[:-4] == img[:-4]
     assert safe_name("my volume.nii.gz").endswith(".nii.gz")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+def test_kill_9_of_curate_normalize_workers_2(tmp_path: Path) -> None:
+    """`curate normalize --workers 2` killed with SIGKILL while its workers normalize: no process is left."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import nibabel as nib
+
+    from curation.records import write_jsonl
+    from curation.schema import Series, Visit
+
+    x, y, z = np.mgrid[:96, :96, :96]
+    vol = (1000 * np.exp(-((x - 48) ** 2 + (y - 48) ** 2 + (z - 48) ** 2) / 800)).astype(np.int16)
+    series = []
+    for n in range(6):
+        path = tmp_path / "deid" / "files" / "c1" / f"s{n}" / "v.nii.gz"
+        path.parent.mkdir(parents=True)
+        nib.save(nib.Nifti1Image(vol, np.eye(4)), str(path))
+        series.append(Series(series_id=f"s{n}", format="nifti", files=[str(path.relative_to(tmp_path))]))
+    write_jsonl(tmp_path / "deid" / "cases.jsonl", [Case(case_id="c1", source="oasis3", license="x",
+                                                         visits=[Visit(visit_id="v1", series=series)])])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "curation.cli", "normalize", "deid", "normalize", "--workers", "2",
+                             "--params", "none.yaml"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(workers) < 2 and proc.poll() is None:
+            time.sleep(0.1)
+            workers = [c for c in _children(proc.pid) if _alive(c)] if _alive(proc.pid) else workers
+        assert len(workers) >= 2 and proc.poll() is None, "normalize ended before its pool was seen"
+        time.sleep(1.0)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(w) for w in workers):
+            time.sleep(0.1)
+        assert not [w for w in workers if _alive(w)], "workers outlived the killed curate normalize"
+        assert not (tmp_path / "normalize").exists()  # a killed stage leaves no half output
+    finally:
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()

@@ -1,10 +1,20 @@
-"""Clinical-text PHI removal with Presidio on spaCy; policy (entities, patterns, tags) in phi_text.yaml."""
+"""Clinical-text PHI removal, recall first; policy (entities, patterns, cue words, thresholds, tags) in phi_text.yaml.
+
+Three passes, each adding spans, none removing one another's:
+1. Presidio on spaCy: NER (persons, places, dates) and the pattern recognizers of the policy (dates of every
+   clinical style, phone numbers, record numbers with separators, ages over 89).
+2. A Philter-style recall pass over word tokens (``recall.py``): cue words (titles, credentials, relatives,
+   institutions, transfers), person-name and place lists and word frequencies from packages.
+3. Propagation: a name, place or id found anywhere in a document (or given as a known identifier of the
+   case) is masked at every whole-token occurrence in every text of that case, in any letter case.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -38,8 +48,11 @@ def _analyzer(model: str) -> Any:
     return engine
 
 
-DATE_START = re.compile(r"\d|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b|"
+DATE_START = re.compile(r"\d|'\d|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b|"
                         r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\b", re.IGNORECASE)
+TITLE = re.compile(r"(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof)\.?\s+", re.IGNORECASE)
+TOKEN = re.compile(r"[A-Za-z0-9]+")
+PROPAGATED = ("NAME", "LOCATION", "ID", "ADDRESS")
 
 
 @dataclass(frozen=True)
@@ -51,15 +64,41 @@ class Span:
 
 class TextDeidentifier:
     def __init__(self, params: TextDeidParams, secret: bytes) -> None:
+        from curation.deid.recall import RecallPass
+
         self.params = params
         self.secret = secret
         pol = policy()
         self.entities: dict[str, str] = pol["entities"]
         self.specific = re.compile(pol["specific_date"], re.IGNORECASE)
         self.formats: list[str] = pol["date_formats"]
+        self.partial_formats: list[str] = pol["partial_date_formats"]
         self.allow = set(pol["allow_list"])
+        self.allow_lower = {a.lower() for a in self.allow}
+        self.not_date = re.compile(pol["not_a_date"], re.IGNORECASE)
+        self.recall = RecallPass(pol["recall"], frozenset(self.allow)) if params.recall_pass else None
+        self.ner_entities = set(pol["ner_entities"])
 
-    def find(self, text: str) -> list[Span]:
+    # -- finding -------------------------------------------------------------------------------------------------
+    def find(self, text: str, known: Iterable[str] = ()) -> list[Span]:
+        """Spans of one document, propagated within it (and to the ``known`` identifiers of its case)."""
+        return self.find_all([text], known)[0]
+
+    def find_all(self, texts: Sequence[str], known: Iterable[str] = ()) -> list[list[Span]]:
+        """Spans of several documents of one case: an identifier found in one is masked in all of them."""
+        found = [self._detect(t) for t in texts]
+        if not self.params.propagate:
+            return found
+        terms = {k.lower() for k in known if k and k.strip()}
+        for text, spans in zip(texts, found, strict=True):
+            for s in spans:
+                if s.tag in PROPAGATED:
+                    terms.update(self._propagatable(text[s.start:s.end]))
+        if not terms:
+            return found
+        return [_merge(spans + self._occurrences(text, terms)) for text, spans in zip(texts, found, strict=True)]
+
+    def _detect(self, text: str) -> list[Span]:
         if not text.strip():
             return []
         results = _analyzer(self.params.spacy_model).analyze(
@@ -74,45 +113,99 @@ class TextDeidentifier:
                 continue  # a duration or a bare year is not an identifier
             if tag == "NAME" and chunk.strip(" .,'’") in self.allow:
                 continue
+            if r.entity_type in self.ner_entities and self.recall is not None and not self.recall.keep_ner(chunk):
+                continue
+            if tag == "DATE" and self.not_date.search(text[max(0, r.start - 24):r.end + 24]) \
+                    and re.fullmatch(r"[0-5]/5", chunk):
+                continue  # motor strength graded 0-5 ("strength 5/5"), not the 5th of May
             start, end = r.start, r.end
             if tag == "DATE":  # NER spans often take the word before a date ("on", "seen"); keep that word
                 first = DATE_START.search(chunk)
                 if first:
                     start += first.start()
+            if tag == "NAME":  # keep the title: "Dr. [NAME]"
+                title = TITLE.match(chunk)
+                if title and title.end() < len(chunk):
+                    start += title.end()
             while end > start and text[end - 1].isspace():
                 end -= 1
             spans.append(Span(start, end, tag))
+        if self.recall is not None:
+            spans += [Span(s, e, tag) for s, e, tag in self.recall.spans(text)]
         return _merge(spans)
 
-    def deidentify(self, text: str, date_shift_days: int | None = None,
-                   patient_key: str = "") -> tuple[str, list[Span]]:
-        spans = self.find(text)
+    def _propagatable(self, chunk: str) -> set[str]:
+        """Words of an identifier worth masking everywhere: not function words, cue words or clinical terms."""
+        out = set()
+        r = self.recall
+        for tok in TOKEN.findall(chunk):
+            low = tok.lower()
+            if low in self.allow_lower:
+                continue
+            if tok.isdigit() and len(tok) >= 4:
+                out.add(low)
+            elif tok.isalpha() and len(tok) >= 2 and (r is None or not r.is_cue_or_common(low)):
+                out.add(low)
+        return out
+
+    @staticmethod
+    def _occurrences(text: str, terms: set[str]) -> list[Span]:
+        """Whole-token occurrences of ``terms`` (single tokens or phrases), any letter case."""
+        out = []
+        for m in TOKEN.finditer(text):
+            if m.group().lower() in terms:
+                out.append(Span(m.start(), m.end(), "NAME" if m.group().isalpha() else "ID"))
+        multi = [t for t in terms if not TOKEN.fullmatch(t)]
+        for t in multi:
+            for m in re.finditer(rf"(?<![A-Za-z0-9]){re.escape(t)}(?![A-Za-z0-9])", text, re.IGNORECASE):
+                out.append(Span(m.start(), m.end(), "ID"))
+        return out
+
+    # -- replacing -----------------------------------------------------------------------------------------------
+    def deidentify(self, text: str, date_shift_days: int | None = None, patient_key: str = "",
+                   known: Iterable[str] = ()) -> tuple[str, list[Span]]:
+        return self.deidentify_all([text], date_shift_days, patient_key, known)[0]
+
+    def deidentify_all(self, texts: Sequence[str], date_shift_days: int | None = None, patient_key: str = "",
+                       known: Iterable[str] = ()) -> list[tuple[str, list[Span]]]:
+        return [(self._apply(text, spans, date_shift_days, patient_key), spans)
+                for text, spans in zip(texts, self.find_all(texts, known), strict=True)]
+
+    def _apply(self, text: str, spans: list[Span], shift: int | None, key: str) -> str:
         out = []
         pos = 0
         for s in spans:
             out.append(text[pos:s.start])
-            out.append(self._replacement(text[s.start:s.end], s.tag, date_shift_days, patient_key))
+            out.append(self._replacement(text[s.start:s.end], s.tag, shift, key))
             pos = s.end
         out.append(text[pos:])
-        return "".join(out), spans
+        return "".join(out)
 
     def _replacement(self, chunk: str, tag: str, shift: int | None, key: str) -> str:
         if tag == "DATE" and shift is not None:
-            parsed = self._parse_date(chunk)
-            if parsed is not None:
-                return (parsed - timedelta(days=shift)).strftime("%Y-%m-%d")
+            shifted = self._shift_date(chunk, shift)
+            if shifted is not None:
+                return shifted
         if self.params.replacement == "surrogate" and tag in ("NAME", "ID", "LOCATION", "ADDRESS"):
             h = hmac.new(self.secret, f"{key}\x1f{tag}\x1f{chunk.lower()}".encode(), hashlib.sha256).hexdigest()[:6]
             return f"[{tag}-{h}]"
         return f"[{tag}]"
 
-    def _parse_date(self, chunk: str) -> datetime | None:
-        cleaned = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", chunk.strip(" .,"))
+    def _shift_date(self, chunk: str, shift: int) -> str | None:
+        """A full date moves back by the patient's offset (ISO out); a month/day without a year moves by the same
+        days within a non-leap year (so intervals inside a note hold); anything else cannot be shifted safely."""
+        cleaned = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", chunk.strip(" .,()"))
         for fmt in self.formats:
             try:
-                return datetime.strptime(cleaned, fmt)
+                return (datetime.strptime(cleaned, fmt) - timedelta(days=shift)).strftime("%Y-%m-%d")
             except ValueError:
                 continue
+        for fmt in self.partial_formats:
+            try:
+                day = datetime.strptime(f"2001 {cleaned}", f"%Y {fmt}") - timedelta(days=shift)
+            except ValueError:
+                continue
+            return f"{day.month}/{day.day}"
         return None
 
 

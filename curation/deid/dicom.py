@@ -681,15 +681,16 @@ def _conformant_meta(ds: Any) -> bool:
             and all(meta.get_item(t) is not None and meta.get_item(t).value for t in META_REQUIRED))
 
 
-_CACHED: dict[tuple[int, bytes], Deidentifier] = {}
+_CACHED: dict[bytes, Deidentifier] = {}
 
 
 def _deidentifier(params: DicomDeidParams, secret: bytes) -> Deidentifier:
-    """One per settings and secret in a process: the resolved table and the UID map are reused across files."""
-    tool = _CACHED.get((id(params), secret))
+    """One per settings and secret in a process: the resolved table and the UID map are reused across files.
+    Matched by value: a worker process receives a new (unpickled) params object with every file."""
+    tool = _CACHED.get(secret)
     if tool is None or tool.params != params:
         _CACHED.clear()
-        tool = _CACHED[(id(params), secret)] = Deidentifier(params.model_copy(), secret)
+        tool = _CACHED[secret] = Deidentifier(params.model_copy(), secret)
     return tool
 
 

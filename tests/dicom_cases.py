@@ -88,18 +88,28 @@ def base_dataset(table: dict[int, object]) -> Dataset:
     return ds
 
 
-def _as_un(ds: Dataset) -> None:
+def _as_un(ds: Dataset, undefined: bool = False) -> None:
     """Every element re-encoded as UN (explicit VR LE, the way some PACS and converters write them): the value
-    bytes as implicit VR little endian gives them, sequences included."""
+    bytes as implicit VR little endian gives them, sequences included; ``undefined``: sequences and items of
+    undefined length (delimited), else of defined length."""
     for elem in list(ds):
         fp = DicomBytesIO()
         fp.is_implicit_VR, fp.is_little_endian = True, True
+        if elem.VR == "SQ" and undefined:
+            elem.is_undefined_length = True
+            for item in elem.value:
+                item.is_undefined_length_sequence_item = True
         write_data_element(fp, elem, ds.get("SpecificCharacterSet", "ISO_IR 6"))
         raw = fp.getvalue()[8:]  # tag (4) and 32-bit length (4)
+        length = len(raw)
         if elem.VR == "SQ":
-            raw = b"".join(_defined_items(elem))
+            if undefined:
+                raw, length = raw[:-8], 0xFFFFFFFF  # the writer adds the sequence delimiter itself
+            else:
+                raw = b"".join(_defined_items(elem))
+                length = len(raw)
         # raw, so pydicom writes it as it stands (a UN DataElement of a known tag would be given its VR back)
-        ds._dict[elem.tag] = RawDataElement(elem.tag, "UN", len(raw), raw, 0, False, True)
+        ds._dict[elem.tag] = RawDataElement(elem.tag, "UN", length, raw, 0, False, True)
 
 
 def _defined_items(seq_elem: DataElement) -> list[bytes]:
@@ -132,6 +142,9 @@ def build_cases(table: dict[int, object], out: Path) -> dict[str, Path]:
     ds = base_dataset(table)
     _as_un(ds)
     cases["all_un"] = _write(ds, out / "all_un.dcm", ExplicitVRLittleEndian)
+    ds = base_dataset(table)
+    _as_un(ds, undefined=True)
+    cases["all_un_delimited"] = _write(ds, out / "all_un_delimited.dcm", ExplicitVRLittleEndian)
     for name, syntax, kwargs in (("rle", RLELossless, {}), ("jpeg_ls", JPEGLSLossless, {}),
                                  ("jpeg2000", JPEG2000Lossless, {})):
         ds = base_dataset(table)

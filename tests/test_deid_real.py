@@ -61,7 +61,8 @@ def test_edition_recorded_in_deidentification_method(cases: dict[str, tuple[Path
     assert "PS3.15 Table E.1-1 edition 2026c" in list(ds.DeidentificationMethod)
 
 
-@pytest.mark.parametrize("name", ["implicit", "explicit", "big_endian", "deflated", "all_un", "rle", "jpeg_ls",
+@pytest.mark.parametrize("name", ["implicit", "explicit", "big_endian", "deflated", "all_un", "all_un_delimited",
+                                  "rle", "jpeg_ls",
                                   "jpeg2000", "jpeg_baseline", "fragmented", "all_un_rle"])
 def test_constructed_case_has_no_survivor(cases: dict[str, tuple[Path, Path]], name: str) -> None:
     src, out = cases[name]
@@ -92,7 +93,8 @@ def test_every_encoding_gives_the_same_values(cases: dict[str, tuple[Path, Path]
     for kw in ("StudyInstanceUID", "SeriesInstanceUID", "StudyDate", "PatientName", "RequestAttributesSequence"):
         assert raw.get_item(kw).VR == "UN", kw
     first = _values(cases["explicit"][1])
-    for name in ("implicit", "big_endian", "deflated", "all_un", "rle", "jpeg_ls", "jpeg2000", "all_un_rle"):
+    for name in ("implicit", "big_endian", "deflated", "all_un", "all_un_delimited", "rle", "jpeg_ls", "jpeg2000",
+                 "all_un_rle"):
         assert _values(cases[name][1]) == first, name
     got = pydicom.dcmread(cases["all_un"][1])
     assert {e.VR for e in got} - {"UN"} and not any(e.VR == "UN" for e in got.iterall())

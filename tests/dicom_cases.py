@@ -152,6 +152,19 @@ def build_cases(table: dict[int, object], out: Path) -> dict[str, Path]:
         cases[name] = out / f"{name}.dcm"
         ds.save_as(cases[name], enforce_file_format=True)
     cases["jpeg_baseline"] = _jpeg(base_dataset(table), out / "jpeg_baseline.dcm", fragments=1)
+    try:  # JPEG Lossless SV1 (process 14): pydicom has no encoder; imagecodecs has one
+        import imagecodecs
+
+        ds = base_dataset(table)
+        from pydicom.encaps import encapsulate
+
+        ds.PixelData = encapsulate([imagecodecs.ljpeg_encode(ds.pixel_array.astype(np.uint16), bitspersample=16)])
+        ds["PixelData"].is_undefined_length, ds["PixelData"].VR = True, "OB"
+        ds.file_meta.TransferSyntaxUID = "1.2.840.10008.1.2.4.70"
+        cases["jpeg_lossless"] = out / "jpeg_lossless.dcm"
+        ds.save_as(cases["jpeg_lossless"], enforce_file_format=True)
+    except ImportError:
+        pass
     cases["fragmented"] = _jpeg(base_dataset(table), out / "fragmented.dcm", fragments=3)
     ds = base_dataset(table)
     _as_un(ds)

@@ -63,8 +63,10 @@ def test_edition_recorded_in_deidentification_method(cases: dict[str, tuple[Path
 
 @pytest.mark.parametrize("name", ["implicit", "explicit", "big_endian", "deflated", "all_un", "all_un_delimited",
                                   "rle", "jpeg_ls",
-                                  "jpeg2000", "jpeg_baseline", "fragmented", "all_un_rle"])
+                                  "jpeg2000", "jpeg_baseline", "jpeg_lossless", "fragmented", "all_un_rle"])
 def test_constructed_case_has_no_survivor(cases: dict[str, tuple[Path, Path]], name: str) -> None:
+    if name not in cases:
+        pytest.skip(f"{name}: no encoder installed (imagecodecs)")
     src, out = cases[name]
     check = compare_files(src, out, name)
     assert check.checked > 40

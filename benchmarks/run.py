@@ -9,7 +9,7 @@ from pathlib import Path
 
 from benchmarks.common import ROOT, write_results
 
-ALL = ["generate", "llm", "imaging", "ingest", "dvc"]
+ALL = ["generate", "llm", "imaging", "ingest", "dvc", "text"]
 
 
 def main(argv: list[str]) -> int:

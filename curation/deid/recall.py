@@ -102,6 +102,19 @@ class RecallPass:
         dotted = text[t.end:t.end + 1] == "."
         return (t.text.isupper() and t.text != "I") or (dotted and t.text not in "ai")
 
+    def trim(self, text: str, start: int, end: int) -> tuple[int, int]:
+        """An NER span without the cue, function and clinical words at its edges ("Daughter [sarah]")."""
+        words = [m for m in WORD.finditer(text, start, end)]
+        while words and self._edge(words[0].group()):
+            words.pop(0)
+        while words and self._edge(words[-1].group()):
+            words.pop()
+        return (words[0].start(), words[-1].end()) if words else (start, start)
+
+    def _edge(self, word: str) -> bool:
+        low = word.lower().removesuffix("'s")
+        return low in self.cues or low in self.safe or low in self.lexicon.stop_words
+
     def keep_ner(self, chunk: str) -> bool:
         """An NER person or place is kept when one of its words can be a name or a place: NER on notes tags
         headings and abbreviations ("Cont", "O2 Sat") that are neither."""
@@ -177,16 +190,18 @@ class RecallPass:
             before = toks[i - 2].low if same_line(i, i - 2) else ""
             after_prep = prev is not None and prev.low in self.loc_preps
             if t.alpha and t.low not in self.safe and 2 <= len(t.text) <= 5 and before not in self.not_location_before \
-                    and ((t.upper and mixed) or after_prep) and self.acronym.fullmatch(t.text.upper()):
+                    and ((t.upper and mixed) or after_prep or (prev is not None and prev.low in self.moves | {"the"}))\
+                    and self.acronym.fullmatch(t.text.upper()):
                 places.add(i)  # a hospital: "to GH", "at VAMC"
             if self._rare(t) and nxt is not None and nxt.text.isdigit() and len(nxt.text) == 1 and (
                     i + 2 >= n or not same_line(i, i + 2) or toks[i + 2].low not in self.units):
                 places.add(i)  # a ward: "quartermain 6"
-            if after_prep and t.alpha and t.low not in self.safe:
-                if self._rare(t) and self._zipf(t) < self.rare_zipf - 0.5:
+            if after_prep and (t.alpha or t.text.isdigit()) and t.low not in self.safe:
+                if t.alpha and self._rare(t) and self._zipf(t) < self.rare_zipf - 0.5:
                     places.add(i)  # "to quartermain", "at kimbrough"
                 if before in self.moves or (prev is not None and prev.low in self.moves):
-                    for j in range(i, min(n, i + 3)):
+                    first = i + 1 if t.text.isdigit() else i  # "transferred to 209 quartermain"
+                    for j in range(first, min(n, first + 3)):
                         p = toks[j]
                         if not same_line(i, j) or self._stop(p) or not (
                                 self._rare(p) or self._cased_name(p, mixed) or self._namey(p, self.context_zipf)
@@ -199,6 +214,13 @@ class RecallPass:
                     phrase = " ".join(toks[j].low for j in range(i, i + k))
                     if phrase in self.lexicon.place_phrases:
                         places.update(range(i, i + k))
+        for i in range(n - 1):  # "Smith, John", "SMITH,JOHN": a last name, a comma, a first name
+            a, b = toks[i], toks[i + 1]
+            sep = text[a.end:b.start]
+            if sep.strip() == "," and same_line(i, i + 1) and (a.title and b.title or a.upper and b.upper) \
+                    and b.low in self.lexicon.first_names and self._namey(a, self.context_zipf) \
+                    and (not sep.endswith(" ") or mixed):
+                names.update((i, i + 1))
         # "university of X", "U of X": the whole phrase
         for i, t in enumerate(toks[:-2]):
             if t.low in ("university", "u") and toks[i + 1].low == "of" and toks[i + 2].alpha:
@@ -208,7 +230,8 @@ class RecallPass:
             for i, t in enumerate(toks):
                 if i in names or i in places:
                     continue
-                near = [j for j in (i - 1, i + 1) if same_line(i, j) and j in names]
+                near = [j for j in (i - 1, i + 1) if same_line(i, j) and j in names
+                        and not toks[max(i, j)].initial_of_sentence]
                 if not near:
                     continue
                 if self._initial(text, t) or self._namey(t, self.name_zipf + 0.5) \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,38 @@ from curation.records import project_secret, read_jsonl, staged_dir, write_jsonl
 from curation.report import Report
 from curation.schema import Case
 
-TEXT_FIELDS = ("history", "presentation", "notes")
+TEXT_FIELDS = ("title", "history", "presentation", "notes")
+
+
+def _source_ids(id_map: Path) -> dict[str, list[str]]:
+    """The participant ids of each case (ingest's private map): masked wherever a case's text repeats them."""
+    out: dict[str, list[str]] = {}
+    if id_map.is_file():
+        for line in id_map.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                out.setdefault(row["case_id"], []).append(str(row["source_id"]))
+    return out
+
+
+def _clean_texts(case: Case, text: TextDeidentifier, shift: int, known: list[str], report: Report,
+                 audit: list[dict[str, Any]]) -> None:
+    """Every free text of a case in one pass (title, history, presentation, notes, figure captions, EHR free text),
+    so that a name or id found in one is masked in all; dates move by the case's offset, the images' offset."""
+    fields: list[tuple[str, Any, str]] = [(f, case, f) for f in TEXT_FIELDS if getattr(case, f)]
+    fields += [(f"figures[{i}].caption", fig, "caption") for i, fig in enumerate(case.figures) if fig.caption]
+    fields += [(f"ehr.{k}", case.ehr, k) for k, v in case.ehr.items() if isinstance(v, str) and len(v.split()) > 1]
+    texts = [obj[key] if isinstance(obj, dict) else getattr(obj, key) for _, obj, key in fields]
+    for (label, obj, key), (cleaned, spans) in zip(fields, text.deidentify_all(texts, shift, case.case_id, known),
+                                                   strict=True):
+        if isinstance(obj, dict):
+            obj[key] = cleaned
+        else:
+            setattr(obj, key, cleaned)
+        if spans:
+            audit.append({"case_id": case.case_id, "field": label,
+                          "replaced": [{"tag": s.tag, "start": s.start, "end": s.end} for s in spans]})
+            report.counts["text_phi_spans"] += len(spans)
 
 
 def _dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> dict[str, Any]:
@@ -39,8 +71,11 @@ def run(params: DeidentifyParams, src: Path, dst: Path, *, workers: int = 1, sch
     out_cases: list[Case] = []
     with staged_dir(dst) as staging:
         for cf in case_files:
+            known = _source_ids(cf.parent / "private" / "id_map.jsonl")
             for case in read_jsonl(cf, Case):
                 report.counts["cases"] += 1
+                _clean_texts(case, text, date_offset_days(case.case_id, secret, params.dicom.max_date_shift_days),
+                             known.get(case.case_id, []), report, audit)
                 out_cases.append(_case(case, params, secret, text, src, staging, dst, report, audit, workers,
                                        scheduler))
         out_cases.sort(key=lambda c: c.case_id)
@@ -57,21 +92,8 @@ def run(params: DeidentifyParams, src: Path, dst: Path, *, workers: int = 1, sch
 
 def _case(case: Case, params: DeidentifyParams, secret: bytes, text: TextDeidentifier, src: Path, staging: Path,
           final: Path, report: Report, audit: list[dict[str, Any]], workers: int, scheduler: str | None) -> Case:
-    shift = date_offset_days(case.case_id, secret, params.dicom.max_date_shift_days)
     case = case.model_copy(deep=True)
-    for field in TEXT_FIELDS:
-        value = getattr(case, field)
-        if value:
-            cleaned, spans = text.deidentify(value, shift, case.case_id)
-            setattr(case, field, cleaned)
-            if spans:
-                audit.append({"case_id": case.case_id, "field": field,
-                              "replaced": [{"tag": s.tag, "start": s.start, "end": s.end} for s in spans]})
-                report.counts["text_phi_spans"] += len(spans)
     for fig in case.figures:
-        if fig.caption:
-            fig.caption, spans = text.deidentify(fig.caption, shift, case.case_id)
-            report.counts["text_phi_spans"] += len(spans)
         if fig.path:
             report.counts["figures_in"] += 1
             out_rel = Path("files") / safe_name(case.case_id) / f"{safe_name(fig.figure_id)}.png"

@@ -78,6 +78,7 @@ class TextDeidentifier:
         self.not_date = re.compile(pol["not_a_date"], re.IGNORECASE)
         self.recall = RecallPass(pol["recall"], frozenset(self.allow)) if params.recall_pass else None
         self.ner_entities = set(pol["ner_entities"])
+        self.trimmed = self.ner_entities | set(pol["trimmed_entities"])
 
     # -- finding -------------------------------------------------------------------------------------------------
     def find(self, text: str, known: Iterable[str] = ()) -> list[Span]:
@@ -113,12 +114,16 @@ class TextDeidentifier:
                 continue  # a duration or a bare year is not an identifier
             if tag == "NAME" and chunk.strip(" .,'’") in self.allow:
                 continue
-            if r.entity_type in self.ner_entities and self.recall is not None and not self.recall.keep_ner(chunk):
-                continue
             if tag == "DATE" and self.not_date.search(text[max(0, r.start - 24):r.end + 24]) \
                     and re.fullmatch(r"[0-5]/5", chunk):
                 continue  # motor strength graded 0-5 ("strength 5/5"), not the 5th of May
             start, end = r.start, r.end
+            if self.recall is not None and r.entity_type in self.trimmed:
+                if r.entity_type in self.ner_entities and not self.recall.keep_ner(chunk):
+                    continue
+                start, end = self.recall.trim(text, start, end)
+                if end <= start:
+                    continue
             if tag == "DATE":  # NER spans often take the word before a date ("on", "seen"); keep that word
                 first = DATE_START.search(chunk)
                 if first:

@@ -219,3 +219,17 @@ def test_pipeline_deid_outputs_verify_clean(pipeline: Path, field: str) -> None:
     for token in ["Clara Oswald", "Rory Williams", "Walter Bishop", "8830215", "22-781-443", "Harvard Lane"]:
         assert token not in text
     assert verify_dir(pipeline / "deid") == []
+
+
+def test_pipeline_dicom_outputs_match_no_input_value(pipeline: Path) -> None:
+    """The deidentify stage's DICOM outputs against the ingested inputs (paired by remapped SOP Instance UID, the
+    stage's own layout): nothing survived; the audit names the Annex E edition."""
+    import json
+
+    from curation.deid.verify import verify_against
+    from curation.records import project_secret
+
+    result = verify_against(pipeline / "deid", pipeline / "ingest", project_secret())
+    assert result.checked > 10_000 and result.findings == [], [f.line() for f in (result.findings or [])[:10]]
+    audit = [json.loads(line) for line in (pipeline / "deid" / "audit.jsonl").read_text().splitlines()]
+    assert {a["annex_e"] for a in audit if "actions" in a and "annex_e" in a} == {"2026c"}

@@ -270,8 +270,10 @@ class Deidentifier:
         out = Outcome(True)
         self._walk(ds, days, scrub, out)
         meta = getattr(ds, "file_meta", None)
-        if meta is not None and "MediaStorageSOPInstanceUID" in meta and SOP_INSTANCE_UID in ds:
-            meta.MediaStorageSOPInstanceUID = _text(ds, SOP_INSTANCE_UID)
+        if meta is not None and "MediaStorageSOPInstanceUID" in meta:
+            # the instance's (remapped) UID; a file with no SOP Instance UID still has its meta UID remapped
+            meta.MediaStorageSOPInstanceUID = _text(ds, SOP_INSTANCE_UID) if SOP_INSTANCE_UID in ds else \
+                self.uid(str(meta.MediaStorageSOPInstanceUID))
         if meta is not None:
             for t in META_IDENTIFYING:  # where the file came from and what a sender added (AE titles, private)
                 if t in meta:

@@ -231,14 +231,17 @@ def _values(elem: Any) -> list[str]:
     return [str(v).strip(" \x00") for v in items if str(v).strip(" \x00")]
 
 
-def _elements(ds: Any) -> Any:
-    """Every element at every depth (sequence items included), decoded with its dictionary VR where it was
-    stored as UN (pydicom's default), with the tag path it was found at."""
+def _elements(ds: Any, meta: bool = True) -> Any:
+    """Every element at every depth (sequence items included) and of the file meta, decoded with its dictionary
+    VR where it was stored as UN (pydicom's default)."""
+    file_meta = getattr(ds, "file_meta", None) if meta else None
+    if file_meta is not None:
+        yield from file_meta
     for elem in ds:
         if elem.VR == "SQ":
             yield elem
             for item in elem.value or []:
-                yield from _elements(item)
+                yield from _elements(item, meta=False)
         else:
             yield elem
 
@@ -306,6 +309,9 @@ def compare_datasets(src_ds: Any, out_ds: Any, rel: str) -> Comparison:
             for v in _values(elem):
                 out_values.setdefault(kind, set()).add((int(elem.tag), v))
                 out_any.setdefault(kind, set()).add(v)
+    # a value the input itself gives as a class or implementation UID names software or a class, not an instance
+    class_uids = {v for e in _elements(src_ds) if e.VR == "UI" and int(e.tag) in defaults.keep_uid_tags
+                  for v in _values(e)}
     seen: set[tuple[str, int, str]] = set()
     for elem in _elements(src_ds):
         kind = _kind(elem)
@@ -317,7 +323,8 @@ def compare_datasets(src_ds: Any, out_ds: Any, rel: str) -> Comparison:
                 continue
             seen.add((kind, tag, v))
             res.checked += 1
-            if kind == "UID" and (v.startswith(defaults.keep_uid_roots) or tag in defaults.keep_uid_tags):
+            if kind == "UID" and (v.startswith(defaults.keep_uid_roots) or tag in defaults.keep_uid_tags
+                                  or v in class_uids):
                 continue
             if v.upper() in DUMMIES or PSEUDONYM.match(v) or _kept_by_option(tag, enabled):
                 continue

@@ -195,9 +195,10 @@ def _survival(inputs: dict[Path, list[Path]], outputs: dict[Path, Path]) -> dict
 
 def _survival_figures(work: Path, root: Path) -> list[Figure]:
     """Values surviving unchanged out of values checked, ours vs dicognito on the same files: the real fixtures
-    (../shared/fixtures/dicom-real, when present) and the hard cases tests/dicom_cases.py builds."""
+    (../shared/fixtures/dicom-real, when present) with the hard cases tests/dicom_cases.py builds (the issue's
+    figure), and apart the test files of a DICOM toolkit (the ones shipped inside the installed pydicom)."""
     from curation.deid.dicom import load_table
-    from tests.dicom_cases import FIXTURES, build_cases
+    from tests.dicom_cases import FIXTURES, PYDICOM_FILES, build_cases
 
     base = work / "survival"
     inputs: dict[Path, list[Path]] = {}
@@ -209,6 +210,21 @@ def _survival_figures(work: Path, root: Path) -> list[Figure]:
         one.mkdir(parents=True)
         shutil.move(str(path), one / path.name)
         inputs[one] = [one / path.name]
+    toolkit: dict[Path, list[Path]] = {}
+    for n, path in enumerate(sorted(p for p in PYDICOM_FILES.glob("*.dcm") if p.is_file())):
+        one = base / "toolkit-in" / str(n)
+        one.mkdir(parents=True)
+        shutil.copy2(path, one / path.name)
+        toolkit[one] = [one / path.name]
+    n_cases = sum(1 for f in inputs if f.parent.name == "cases-in")
+    return [_survival_figure(f"{len(inputs) - n_cases} real fixture folders + {n_cases} constructed cases", inputs,
+                             base / "a", work, root, target=True),
+            _survival_figure(f"{len(toolkit)} test files shipped with pydicom (each on its own)", toolkit,
+                             base / "b", work, root, target=False)]
+
+
+def _survival_figure(label: str, inputs: dict[Path, list[Path]], base: Path, work: Path, root: Path,
+                     target: bool) -> Figure:
     curate = str(Path(sys.executable).with_name("curate"))
     tools = {
         "ours": lambda i, o: [curate, "deid", "dicom", i, o, "--params", str(root / "params.yaml")],
@@ -223,19 +239,25 @@ def _survival_figures(work: Path, root: Path) -> list[Figure]:
                            env={**os.environ, "CURATION_SECRET": "benchmark-secret"})
         results[tool] = _survival(inputs, outputs)
     ours, ref = results["ours"], results["python -m dicognito"]
-    quarantined = sum(1 for n, _ in enumerate(inputs) for q in [base / "ours" / str(n) / "quarantine.jsonl"]
-                      if q.exists() for line in q.read_text().splitlines() if line.strip())
+    reasons: dict[str, int] = {}
+    for n, _ in enumerate(inputs):
+        q = base / "ours" / str(n) / "quarantine.jsonl"
+        for line in (q.read_text().splitlines() if q.exists() else []):
+            if line.strip():
+                reason = json.loads(line)["reason"]
+                reasons[reason] = reasons.get(reason, 0) + 1
+    quarantined = sum(reasons.values())
     ok = (ours["surviving"] == 0 and ours["private_tags"] == 0 and ours["unpaired"] == 0
           and ours["files_written"] + quarantined == ours["files_in"])
-    label = f"{len(inputs)} folders: real fixtures + {sum(1 for f in inputs if f.parent.name == 'cases-in')} cases"
-    return [Figure("deid_survival", f"input values surviving unchanged after de-identification, {label}",
-                   ours["surviving"], "values", "python -m dicognito", ref["surviving"],
-                   ours["surviving"] / max(ref["surviving"], 1), "0 surviving, 0 private tags, every file written "
-                   "or quarantined", ok,
-                   {"ours": {**ours, "quarantined": quarantined}, "dicognito": ref,
-                    "note": "values checked: each date, UID, name and id of the input plus each identity string "
-                            "(name parts, ids, accession, birth date, institution) searched in the output header; "
-                            "checked on the files each tool wrote"})]
+    return Figure("deid_survival", f"input values surviving unchanged after de-identification, {label}",
+                  ours["surviving"], "values", "python -m dicognito", ref["surviving"],
+                  ours["surviving"] / max(ref["surviving"], 1),
+                  "0 surviving, 0 private tags, every file written or quarantined" if target else "",
+                  ok if target else None,
+                  {"ours": {**ours, "quarantined": quarantined, "quarantine_reasons": reasons}, "dicognito": ref,
+                   "note": "values checked: each date, UID, name and id of the input plus each identity string "
+                           "(name parts, ids, accession, birth date, institution) searched in the output header; "
+                           "checked on the files each tool wrote"})
 
 
 def run(work: Path, root: Path) -> list[Figure]:

@@ -214,15 +214,6 @@ class Comparison:
         self.findings += other.findings
 
 
-def _kind(elem: Any) -> str | None:
-    vr = elem.VR
-    if vr in CHECKED_VRS:
-        return CHECKED_VRS[vr]
-    if vr in ID_VRS and elem.keyword and ID_KEYWORD.search(elem.keyword):
-        return "id"
-    return None
-
-
 def _values(elem: Any) -> list[str]:
     value = elem.value
     if value in (None, "", b""):
@@ -256,44 +247,107 @@ def _kept_by_option(tag: int, enabled: list[str]) -> bool:
     return rule is not None and any(rule.options.get(o) == "K" for o in enabled)
 
 
-def _identity_strings(src_ds: Any) -> list[tuple[str, str]]:
+@dataclass(frozen=True)
+class _Item:
+    tag: int
+    vr: str
+    keyword: str
+    values: list[str]
+    private: bool
+    binary: bytes | None  # OB/UN values (searched as text), pixel data excepted
+
+
+def _flat(ds: Any) -> list[_Item]:
+    """Every element of ``ds`` at every depth (and its file meta). Only what the check reads is decoded: text as
+    stored where it is plain ASCII, through pydicom otherwise; elements stored as UN (or with no VR) are decoded
+    with their dictionary VR, sequences parsed into items; numbers and pixel data are never decoded."""
+    out: list[_Item] = []
+    meta = getattr(ds, "file_meta", None)
+    if meta is not None:
+        _flat_into(meta, out)
+    _flat_into(ds, out)
+    return out
+
+
+def _flat_into(ds: Any, out: list[_Item]) -> None:
+    from curation.deid.dicom import _dictionary_vr, _value
+
+    for tag in list(ds.keys()):
+        elem = ds.get_item(tag)
+        t = int(tag)
+        vr = elem.VR or _dictionary_vr(t)
+        if vr in (None, "UN", "SQ") or " or " in vr:
+            elem = ds[tag]  # pydicom's decoding: the dictionary VR for UN, items for a sequence
+            vr = elem.VR
+        private = bool(t & 0x10000)
+        if vr == "SQ":  # kept so that a private sequence counts as private; then its items
+            out.append(_Item(t, vr, "", [], private, None))
+            for item in elem.value or []:
+                _flat_into(item, out)
+            continue
+        binary = None
+        values: list[str] = []
+        if vr in CHECKED_VRS or vr in SEARCHED_VRS or vr in ID_VRS:
+            text = _value(ds, tag, elem) if elem.value not in (None, b"", "") else ""
+            values = [v.strip(" \x00") for v in text.split("\\") if v.strip(" \x00")]
+        elif vr in BINARY_SEARCHED and t not in PIXEL_TAGS and isinstance(elem.value, bytes) and \
+                len(elem.value) < 1 << 20:
+            binary = elem.value
+        out.append(_Item(t, vr, "" if private else _keyword(t), values, private, binary))
+
+
+@lru_cache(maxsize=8192)
+def _keyword(tag: int) -> str:
+    from pydicom.datadict import keyword_for_tag
+
+    return keyword_for_tag(tag) or ""
+
+
+def _item_kind(item: _Item) -> str | None:
+    if item.vr in CHECKED_VRS:
+        return CHECKED_VRS[item.vr]
+    if item.vr in ID_VRS and item.keyword and ID_KEYWORD.search(item.keyword):
+        return "id"
+    return None
+
+
+def _identity_strings(items: list[_Item]) -> list[tuple[str, str]]:
     """(what, string) for each identity string of the input: name parts of every person name at any depth,
     patient and other ids, accession number, birth date, institution."""
     out: set[tuple[str, str]] = set()
-    for elem in _elements(src_ds):
-        if elem.tag.is_private:
+    for item in items:
+        if item.private:
             continue
-        if elem.VR == "PN":
-            for v in _values(elem):
+        if item.vr == "PN":
+            for v in item.values:
                 for group in v.split("="):  # alphabetic, ideographic, phonetic
                     for part in group.split("^")[:3]:  # family, given, middle (not prefix/suffix: "Dr", "MD")
                         for word in re.split(r"[\s,]+", part):
                             if len(word.strip(".")) >= 2 and word.upper() not in DUMMIES:
-                                out.add((f"name part of {elem.keyword or 'PN'}", word))
-        elif elem.keyword in IDENTITY_KEYWORDS or (_kind(elem) == "id" and elem.keyword.startswith("Patient")):
-            for v in _values(elem):
+                                out.add((f"name part of {item.keyword or 'PN'}", word))
+        elif item.keyword in IDENTITY_KEYWORDS or (_item_kind(item) == "id" and item.keyword.startswith("Patient")):
+            for v in item.values:
                 if len(v) >= 3 and v.upper() not in DUMMIES:
-                    out.add((elem.keyword, v))
+                    out.add((item.keyword, v))
     return sorted(out)
 
 
-def _searchable(out_ds: Any) -> str:
+def _searchable(items: list[_Item]) -> str:
     """Every header value of the output as text (pixel data excepted), one a line."""
     parts: list[str] = []
-    for elem in _elements(out_ds):
-        if int(elem.tag) in PIXEL_TAGS or elem.VR == "SQ":
-            continue
-        if elem.VR in SEARCHED_VRS:
-            parts += _values(elem)
-        elif elem.VR in BINARY_SEARCHED and isinstance(elem.value, bytes) and len(elem.value) < 1 << 20:
-            parts.append(elem.value.decode("latin-1"))
+    for item in items:
+        if item.vr in SEARCHED_VRS:
+            parts += item.values
+        elif item.binary is not None:
+            parts.append(item.binary.decode("latin-1"))
     return "\n".join(parts)
 
 
 def compare_datasets(src_ds: Any, out_ds: Any, rel: str) -> Comparison:
     """Every date, UID, name or id of the input that the output still holds unchanged, and every identity string
-    of the input found anywhere in the output's header values. Kept by design, so not findings: UIDs of the DICOM
-    registry and class UIDs (``dicom_defaults.yaml``), what an enabled option keeps (K), dummies and pseudonyms."""
+    of the input found anywhere in the output's header values (file meta included). Kept by design, so not
+    findings: UIDs of the DICOM registry and class UIDs (``dicom_defaults.yaml``), what an enabled option keeps
+    (K), dummies and pseudonyms."""
     from curation.deid.dicom import load_defaults
 
     defaults = load_defaults()
@@ -301,24 +355,24 @@ def compare_datasets(src_ds: Any, out_ds: Any, rel: str) -> Comparison:
     res = Comparison()
     findings = res.findings
     assert findings is not None
+    src_items, out_items = _flat(src_ds), _flat(out_ds)
     out_values: dict[str, set[tuple[int, str]]] = {}  # kind -> {(tag, value)} of the output
     out_any: dict[str, set[str]] = {}
-    for elem in _elements(out_ds):
-        kind = _kind(elem)
+    for item in out_items:
+        kind = _item_kind(item)
         if kind:
-            for v in _values(elem):
-                out_values.setdefault(kind, set()).add((int(elem.tag), v))
+            for v in item.values:
+                out_values.setdefault(kind, set()).add((item.tag, v))
                 out_any.setdefault(kind, set()).add(v)
     # a value the input itself gives as a class or implementation UID names software or a class, not an instance
-    class_uids = {v for e in _elements(src_ds) if e.VR == "UI" and int(e.tag) in defaults.keep_uid_tags
-                  for v in _values(e)}
+    class_uids = {v for it in src_items if it.vr == "UI" and it.tag in defaults.keep_uid_tags for v in it.values}
     seen: set[tuple[str, int, str]] = set()
-    for elem in _elements(src_ds):
-        kind = _kind(elem)
-        if kind is None or (elem.tag.is_private and kind == "id"):
+    for item in src_items:
+        kind = _item_kind(item)
+        if kind is None or (item.private and kind == "id"):
             continue  # retained private elements: their dates, UIDs and names are checked like public ones
-        tag = int(elem.tag)
-        for v in _values(elem):
+        tag = item.tag
+        for v in item.values:
             if (kind, tag, v) in seen:
                 continue
             seen.add((kind, tag, v))
@@ -333,16 +387,16 @@ def compare_datasets(src_ds: Any, out_ds: Any, rel: str) -> Comparison:
             hit = (tag, v) in out_values.get(kind, set()) if kind == "date" else v in out_any.get(kind, set())
             if hit:
                 findings.append(Finding(rel, f"({tag >> 16:04X},{tag & 0xFFFF:04X})",
-                                        f"{kind} survived unchanged ({elem.keyword or 'private'})"))
-    idents = _identity_strings(src_ds)
+                                        f"{kind} survived unchanged ({item.keyword or 'private'})"))
+    idents = _identity_strings(src_items)
     if idents:
-        text = _searchable(out_ds)
+        text = _searchable(out_items)
         for what, s in idents:
             res.checked += 1
             if re.search(r"(?<![A-Za-z0-9_])" + re.escape(s) + r"(?![A-Za-z0-9_])", text, re.IGNORECASE):
                 findings.append(Finding(rel, "header", f"identity string of the input found ({what})"))
     if "retain_safe_private" not in enabled:
-        n_private = sum(1 for e in out_ds if e.tag.is_private)
+        n_private = sum(1 for it in out_items if it.private)
         if n_private:
             findings.append(Finding(rel, "header", f"{n_private} private attribute(s) present"))
     src_px, out_px = src_ds.get_item(0x7FE00010), out_ds.get_item(0x7FE00010)

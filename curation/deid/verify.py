@@ -37,11 +37,16 @@ class Finding:
 
 
 @lru_cache(maxsize=1)
-def _text_patterns() -> list[tuple[str, re.Pattern[str]]]:
+def _text_patterns() -> list[tuple[str, Any]]:
+    # the text policy's patterns are written for Presidio, which compiles them with the `regex` module (variable
+    # width look-behind, ...): compile them the same way
+    import regex
+
     pats = policy()["patterns"]
-    out = [(k, re.compile(rx, re.IGNORECASE if k != "TITLED_NAME" else 0)) for k in TEXT_KINDS for rx, _ in pats[k]]
-    out += [("DATE", re.compile(pats["SPECIFIC_DATE"][i][0])) for i in NON_ISO_DATES]
-    out += [(k, re.compile(rx)) for k, rx in EXTRA.items()]
+    out = [(k, regex.compile(rx, regex.IGNORECASE if k != "TITLED_NAME" else 0)) for k in TEXT_KINDS
+           for rx, _ in pats[k]]
+    out += [("DATE", regex.compile(pats["SPECIFIC_DATE"][i][0])) for i in NON_ISO_DATES]
+    out += [(k, regex.compile(rx)) for k, rx in EXTRA.items()]
     return out
 
 

@@ -190,7 +190,11 @@ def test_real_scanner_and_pacs_files(tmp_path: Path) -> None:
     files = [p for p in FIXTURES.rglob("*") if p.is_file()]
     assert report.inputs == len(files) == report.outputs + len(report.quarantine)
     assert [(q.path, q.reason) for q in report.quarantine] == [("LICENSE-dcm_qa", "skipped:not_dicom")]
-    result = verify_against(out, FIXTURES)
+    from curation.records import project_secret
+
+    names = [p.name for p in out.rglob("*.dcm")]
+    assert not any("1.3.12.2.1107" in n for n in names)  # file names carried the SOP Instance UID
+    result = verify_against(out, FIXTURES, project_secret())  # pairs by the remapped SOP Instance UID
     assert result.checked > 5000
     assert result.findings == [], [f.line() for f in result.findings[:20]]
     t1 = sorted((out / "siemens-xa30" / "5001_anat-T1w_acq-tfl").glob("*.dcm"))

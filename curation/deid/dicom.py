@@ -148,6 +148,15 @@ def load_defaults() -> Defaults:
                     non_image=non_image)
 
 
+UID_IN_NAME = re.compile(r"(?<![0-9.])[0-9]+(?:\.[0-9]+){3,}(?![0-9])")
+
+
+def uid_free_name(name: str, secret: bytes) -> str:
+    """A file or folder name with every UID in it (scanners name files by SOP Instance UID) replaced by its
+    remapped UID, the one the header gets: the name no longer carries the input's UID and still pairs with it."""
+    return UID_IN_NAME.sub(lambda m: remap_uid(m.group(0), secret), name)
+
+
 def date_offset_days(patient_key: str, secret: bytes, max_days: int) -> int:
     """Per-patient keyed shift: every date of one patient moves by the same number of days."""
     digest = hmac.new(secret, f"date-shift\x1f{patient_key}".encode(), hashlib.sha256).digest()

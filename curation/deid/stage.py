@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from curation.deid.dicom import date_offset_days, deidentify_file, edition_id, load_table
+from curation.deid.dicom import date_offset_days, deidentify_file, edition_id, load_table, uid_free_name
 from curation.deid.files import clean_image, clean_sidecar, clean_volume
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
@@ -50,6 +50,10 @@ def _clean_texts(case: Case, text: TextDeidentifier, shift: int, known: list[str
             audit.append({"case_id": case.case_id, "field": label,
                           "replaced": [{"tag": s.tag, "start": s.start, "end": s.end} for s in spans]})
             report.counts["text_phi_spans"] += len(spans)
+
+
+def _out_name(path: str, secret: bytes) -> str:
+    return safe_name(uid_free_name(Path(path).name, secret))
 
 
 def _dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> dict[str, Any]:
@@ -132,14 +136,14 @@ def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, sr
             if f not in readable:
                 report.counts["dicom_files_in"] += 1
                 report.fail(_in_rel(f, src), _OUTSIDE["reason"], _OUTSIDE["detail"])
-        tasks = [(f, str(staging / base / safe_name(Path(f).name)), params.dicom, secret, case.case_id, case.case_id)
+        tasks = [(f, str(staging / base / _out_name(f, secret)), params.dicom, secret, case.case_id, case.case_id)
                  for f in readable]
         files = []
         for (f, _out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=workers, scheduler=scheduler),
                                      strict=True):
             report.counts["dicom_files_in"] += 1
             if res["ok"]:
-                files.append(relpath(final / base / safe_name(Path(f).name)))
+                files.append(relpath(final / base / _out_name(f, secret)))
                 report.counts["dicom_values_verified"] += res.get("values_checked", 0)
                 audit.append({"case_id": case.case_id, "file": files[-1], "annex_e": edition_id(),
                               "actions": res["actions"]})
@@ -177,7 +181,8 @@ def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, sr
 # ------------------------------------------------------------------ plain-file commands
 def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: int = 1,
                    scheduler: str | None = None) -> Report:
-    """Every file under ``src`` -> ``dst`` at the same relative path, or a quarantine entry."""
+    """Every file under ``src`` -> ``dst`` at the same relative path (UIDs in names remapped), or a quarantine
+    entry."""
     src, dst = Path(src), Path(dst)
     if not src.is_dir():
         raise InputError("input folder does not exist", src)
@@ -191,15 +196,18 @@ def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: in
             report.inputs += 1
             report.fail(printable(p.relative_to(src).as_posix()), why, why.replace("_", " "))
     files.sort()
-    tasks = [(str(f), str(dst / f.relative_to(src)), params, secret, "", "") for f in files]
+    # same relative path, with the UIDs in names (scanners name files by SOP Instance UID) remapped as in headers
+    tasks = [(str(f), str(dst / uid_free_name(f.relative_to(src).as_posix(), secret)), params, secret, "", "")
+             for f in files]
     audit = []
-    for (f, _out, *_), res in zip(tasks, pmap(_plain_dicom_task, tasks, workers=workers, scheduler=scheduler),
-                                 strict=True):
+    for (f, out, *_), res in zip(tasks, pmap(_plain_dicom_task, tasks, workers=workers, scheduler=scheduler),
+                                strict=True):
         report.inputs += 1
         rel = Path(f).relative_to(src).as_posix()
         if res["ok"]:
             report.outputs += 1
-            audit.append({"file": rel, "annex_e": edition_id(), "actions": res["actions"]})
+            audit.append({"file": Path(out).relative_to(dst).as_posix(), "annex_e": edition_id(),
+                          "actions": res["actions"]})
         else:
             report.fail(rel, res["reason"], res["detail"])
     write_jsonl(dst / "audit.jsonl", audit)

@@ -15,7 +15,7 @@ from typing import Any
 
 from curation.deid.lexicon import Lexicon, lexicon
 
-WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)*")
+WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 SENTENCE_BREAK = set(".!?:;*-#>\n")
 
 
@@ -27,6 +27,7 @@ class Tok:
     low: str
     line: int
     initial_of_sentence: bool
+    eponym: bool = False
 
     @property
     def alpha(self) -> bool:
@@ -45,9 +46,47 @@ class Tok:
         return len(self.text) == 1 and self.text.isalpha()
 
 
+class Eponyms:
+    """Eponyms kept where they name a disease, sign or structure ("Wilson's disease", "circle of Willis")."""
+
+    def __init__(self, names: list[str], heads: list[str]) -> None:
+        self.names = frozenset(n.lower() for n in names)
+        word = r"[A-Za-zÀ-ÿ]+"
+        self.after = re.compile(rf"(?:['’]s)?(?:-{word})*(?:['’]s)?(?:\s+(?:and|&|/)\s+{word}(?:-{word})*)?"
+                                rf"\s+(?:{'|'.join(map(re.escape, heads))})\b", re.IGNORECASE)
+        self.joined = re.compile(rf"-{word}|(?<=[A-Za-zÀ-ÿ])-", re.IGNORECASE)
+        self.before = re.compile(r"(?:circle|area|foramen|foramina|vein|nucleus|aqueduct|space|spaces) of\s+$",
+                                 re.IGNORECASE)
+
+    def at(self, text: str, start: int, end: int) -> bool:
+        words = WORD.findall(text[start:end])
+        if not words or not all(w.lower().removesuffix("'s").removesuffix("’s") in self.names for w in words):
+            return False
+        if self.after.match(text, end) or self.before.search(text[max(0, start - 16):start]):
+            return True
+        # one part of a hyphenated eponym ("Creutzfeldt-Jakob", "Guillain-Barré"): the whole compound decides
+        left = start
+        while left > 0 and text[left - 1] == "-":
+            m = re.search(r"[A-Za-zÀ-ÿ]+$", text[:left - 1])
+            if not m:
+                break
+            left = m.start()
+        right = end
+        while right < len(text) and text[right] == "-":
+            m = re.match(r"[A-Za-zÀ-ÿ]+", text[right + 1:])
+            if not m:
+                break
+            right += 1 + m.end()
+        if (left, right) != (start, end):
+            return bool(self.after.match(text, right) or self.before.search(text[max(0, left - 16):left]))
+        return False
+
+
 class RecallPass:
-    def __init__(self, cfg: dict[str, Any], allow: frozenset[str] = frozenset()) -> None:
+    def __init__(self, cfg: dict[str, Any], allow: frozenset[str] = frozenset(),
+                 eponyms: Eponyms | None = None) -> None:
         self.lexicon: Lexicon = lexicon()
+        self.eponyms = eponyms
         self.cfg = cfg
         s = {k: frozenset(w.lower() for w in v) for k, v in cfg["words"].items()}
         self.strong_titles = s["strong_titles"]
@@ -56,6 +95,9 @@ class RecallPass:
         self.after_name = s["after_name"]
         self.relatives = s["relatives"]
         self.contact = s["contact_verbs"]
+        self.contact_with = s["contact_with"]
+        self.name_fields = s["name_fields"]
+        self.clinical_ending = re.compile(cfg["clinical_endings"])
         self.inst_masked = s["institution_words_masked"]
         self.inst_kept = s["institution_words_kept"]
         self.loc_preps = s["location_prepositions"]
@@ -64,6 +106,7 @@ class RecallPass:
         self.safe = s["clinical_words"] | {a.lower().removesuffix("'s") for a in allow}
         self.units = s["units"]
         self.cues = frozenset().union(*(v for k, v in s.items() if k != "clinical_words"))
+        self.never_names = self.cues - self.inst_masked - self.inst_kept  # a title or a relative is not a name
         self.acronym = re.compile(cfg["hospital_acronym"])
         self.name_zipf: float = cfg["name_zipf"]
         self.context_zipf: float = cfg["context_name_zipf"]
@@ -72,7 +115,12 @@ class RecallPass:
 
     # -- token predicates ----------------------------------------------------------------------------------------
     def _stop(self, t: Tok) -> bool:
-        return t.low in self.lexicon.stop_words or t.low in self.safe or not t.alpha
+        return (t.low in self.lexicon.stop_words or t.low in self.safe or not t.alpha or t.eponym
+                or t.low in self.never_names or self._clinical(t.low))
+
+    def _clinical(self, low: str) -> bool:
+        """A drug stem or a medical-term ending on a word no census list holds as a name."""
+        return (len(low) >= 6 and not self.lexicon.is_name(low) and self.clinical_ending.search(low) is not None)
 
     def _zipf(self, t: Tok) -> float:
         return self.lexicon.zipf(t.low)
@@ -91,7 +139,10 @@ class RecallPass:
         return self._namey(t, self.context_zipf) or self._rare(t) or self._cased_name(t, mixed)
 
     def is_cue_or_common(self, low: str) -> bool:
-        return (low in self.lexicon.stop_words or low in self.safe or low in self.cues
+        """Not worth masking everywhere: a function, cue or clinical word, or a word neither a census name nor
+        rare (an NER false positive such as "seizure" must not spread through the note)."""
+        return (low in self.lexicon.stop_words or low in self.safe or low in self.cues or self._clinical(low)
+                or (self.lexicon.zipf(low) >= self.name_zipf and not self.lexicon.is_name(low))
                 or self.lexicon.zipf(low) >= self.context_zipf)
 
     @staticmethod
@@ -101,6 +152,19 @@ class RecallPass:
             return False
         dotted = text[t.end:t.end + 1] == "."
         return (t.text.isupper() and t.text != "I") or (dotted and t.text not in "ai")
+
+    def _field_value(self, text: str, toks: list[Tok], i: int, names: set[int]) -> None:
+        """The value of a name field: up to four words on the line, a comma or an initial between them."""
+        for j in range(i, min(len(toks), i + 4)):
+            t = toks[j]
+            if t.line != toks[i].line or not t.alpha or self._clinical(t.low) or t.low in self.safe:
+                break
+            gap = text[toks[j - 1].end:t.start].strip() if j > i else ""
+            if gap not in ("", ",", ".") or (gap == "." and not toks[j - 1].letter) or t.low in self.never_names:
+                break
+            if t.low in self.lexicon.stop_words and not (t.title or t.upper or t.letter):
+                break
+            names.add(j)
 
     def trim(self, text: str, start: int, end: int) -> tuple[int, int]:
         """An NER span without the cue, function and clinical words at its edges ("Daughter [sarah]")."""
@@ -122,8 +186,10 @@ class RecallPass:
             t = Tok(0, 0, m.group(), m.group().lower().removesuffix("'s"), 0, False)
             if self._stop(t):
                 continue
-            if self._namey(t, self.context_zipf) or self._zipf(t) < self.rare_zipf or t.low in self.lexicon.places:
+            if self._namey(t, self.context_zipf) or t.low in self.lexicon.places:
                 return True
+            if self._zipf(t) < self.rare_zipf and not (t.text.isupper() and len(t.text) <= 5):
+                return True  # a rare word, not an acronym ("PHQ", "RASS" are scales)
         return False
 
     # -- the pass ------------------------------------------------------------------------------------------------
@@ -137,6 +203,10 @@ class RecallPass:
         names: set[int] = set()
         places: set[int] = set()
         n = len(toks)
+        if self.eponyms is not None:
+            for t in toks:
+                if t.low in self.eponyms.names and self.eponyms.at(text, t.start, t.end):
+                    t.eponym = True
 
         def same_line(i: int, j: int) -> bool:
             return 0 <= j < n and toks[i].line == toks[j].line
@@ -151,9 +221,18 @@ class RecallPass:
             if prev is not None and prev.low in self.strong_titles and t.alpha and (
                     not self._stop(t) or t.title or t.upper or t.letter):
                 names.add(i)  # "Dr Will Cole", "Dr B Muse"
+            elif prev is not None and prev.low in self.relatives and mixed and t.title \
+                    and t.low in self.lexicon.first_names and not t.initial_of_sentence:
+                names.add(i)  # "her husband Will"
             elif prev is not None and not self._stop(t):
-                if prev.low in self.titles | self.relatives | self.contact and self._name_after_cue(t, mixed):
+                before_prev = toks[i - 2].low if same_line(i, i - 2) else ""
+                cue = prev.low in self.titles | self.relatives | self.contact or (
+                    prev.low in ("with", "w", "to", "by") and before_prev in self.contact_with)
+                if cue and self._name_after_cue(t, mixed):
                     names.add(i)
+            if prev is not None and prev.low in self.name_fields and text[prev.end:t.start].strip() in (":", "-") \
+                    and t.alpha:
+                self._field_value(text, toks, i, names)  # "PHYSICIAN: HOPE, WILLIAM"
             if self._initial(text, t) and text[t.end:t.end + 1] == "." and nxt is not None and (
                     self._rare(nxt) or self._namey(nxt, self.context_zipf) or self._cased_name(nxt, mixed)):
                 names.update((i, i + 1))  # "B. KARGAS", "s. roberto"
@@ -191,7 +270,7 @@ class RecallPass:
             after_prep = prev is not None and prev.low in self.loc_preps
             if t.alpha and t.low not in self.safe and 2 <= len(t.text) <= 5 and before not in self.not_location_before \
                     and ((t.upper and mixed) or after_prep or (prev is not None and prev.low in self.moves | {"the"}))\
-                    and self.acronym.fullmatch(t.text.upper()):
+                    and self.acronym.fullmatch(t.text.upper()) and self._zipf(t) < self.place_zipf - 1:
                 places.add(i)  # a hospital: "to GH", "at VAMC"
             if self._rare(t) and nxt is not None and nxt.text.isdigit() and len(nxt.text) == 1 and (
                     i + 2 >= n or not same_line(i, i + 2) or toks[i + 2].low not in self.units):

@@ -51,7 +51,7 @@ def _analyzer(model: str) -> Any:
 DATE_START = re.compile(r"\d|'\d|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b|"
                         r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\b", re.IGNORECASE)
 TITLE = re.compile(r"(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof)\.?\s+", re.IGNORECASE)
-TOKEN = re.compile(r"[A-Za-z0-9]+")
+TOKEN = re.compile(r"[^\W_]+")
 PROPAGATED = ("NAME", "LOCATION", "ID", "ADDRESS")
 
 
@@ -64,7 +64,7 @@ class Span:
 
 class TextDeidentifier:
     def __init__(self, params: TextDeidParams, secret: bytes) -> None:
-        from curation.deid.recall import RecallPass
+        from curation.deid.recall import Eponyms, RecallPass
 
         self.params = params
         self.secret = secret
@@ -75,8 +75,9 @@ class TextDeidentifier:
         self.partial_formats: list[str] = pol["partial_date_formats"]
         self.allow = set(pol["allow_list"])
         self.allow_lower = {a.lower() for a in self.allow}
-        self.not_date = re.compile(pol["not_a_date"], re.IGNORECASE)
-        self.recall = RecallPass(pol["recall"], frozenset(self.allow)) if params.recall_pass else None
+        self.not_date = [(re.compile(before, re.IGNORECASE), re.compile(ratio)) for before, ratio in pol["not_a_date"]]
+        self.eponyms = Eponyms(pol["eponyms"], pol["eponym_heads"])
+        self.recall = RecallPass(pol["recall"], frozenset(self.allow), self.eponyms) if params.recall_pass else None
         self.ner_entities = set(pol["ner_entities"])
         self.trimmed = self.ner_entities | set(pol["trimmed_entities"])
 
@@ -112,11 +113,10 @@ class TextDeidentifier:
             chunk = text[r.start:r.end]
             if r.entity_type == "DATE_TIME" and not self.specific.search(chunk):
                 continue  # a duration or a bare year is not an identifier
-            if tag == "NAME" and chunk.strip(" .,'’") in self.allow:
+            if tag == "NAME" and (chunk.strip(" .,'’") in self.allow or self.eponyms.at(text, r.start, r.end)):
                 continue
-            if tag == "DATE" and self.not_date.search(text[max(0, r.start - 24):r.end + 24]) \
-                    and re.fullmatch(r"[0-5]/5", chunk):
-                continue  # motor strength graded 0-5 ("strength 5/5"), not the 5th of May
+            if tag == "DATE" and self._score_not_date(text, r.start, chunk):
+                continue
             start, end = r.start, r.end
             if self.recall is not None and r.entity_type in self.trimmed:
                 if r.entity_type in self.ner_entities and not self.recall.keep_ner(chunk):
@@ -139,6 +139,11 @@ class TextDeidentifier:
             spans += [Span(s, e, tag) for s, e, tag in self.recall.spans(text)]
         return _merge(spans)
 
+    def _score_not_date(self, text: str, start: int, chunk: str) -> bool:
+        """A ratio that reads as month/day but is a score in its context: strength 4/5, pain 7/10, MoCA 8/30."""
+        before = text[max(0, start - 40):start]
+        return any(ratio.fullmatch(chunk.strip()) and ctx.search(before) for ctx, ratio in self.not_date)
+
     def _propagatable(self, chunk: str) -> set[str]:
         """Words of an identifier worth masking everywhere: not function words, cue words or clinical terms."""
         out = set()
@@ -153,16 +158,16 @@ class TextDeidentifier:
                 out.add(low)
         return out
 
-    @staticmethod
-    def _occurrences(text: str, terms: set[str]) -> list[Span]:
-        """Whole-token occurrences of ``terms`` (single tokens or phrases), any letter case."""
+    def _occurrences(self, text: str, terms: set[str]) -> list[Span]:
+        """Whole-token occurrences of ``terms`` (single tokens or phrases), any letter case; an eponym where it
+        names a disease or a structure stays ("Dr. Wilson" does not take "Wilson's disease" with it)."""
         out = []
         for m in TOKEN.finditer(text):
-            if m.group().lower() in terms:
+            if m.group().lower() in terms and not self.eponyms.at(text, m.start(), m.end()):
                 out.append(Span(m.start(), m.end(), "NAME" if m.group().isalpha() else "ID"))
         multi = [t for t in terms if not TOKEN.fullmatch(t)]
         for t in multi:
-            for m in re.finditer(rf"(?<![A-Za-z0-9]){re.escape(t)}(?![A-Za-z0-9])", text, re.IGNORECASE):
+            for m in re.finditer(rf"(?<![^\W_]){re.escape(t)}(?![^\W_])", text, re.IGNORECASE):
                 out.append(Span(m.start(), m.end(), "ID"))
         return out
 

@@ -179,14 +179,14 @@ class RecallPass:
         low = word.lower().removesuffix("'s")
         return low in self.cues or low in self.safe or low in self.lexicon.stop_words
 
-    def keep_ner(self, chunk: str) -> bool:
-        """An NER person or place is kept when one of its words can be a name or a place: NER on notes tags
-        headings and abbreviations ("Cont", "O2 Sat") that are neither."""
+    def keep_ner(self, chunk: str, names_count: bool = True) -> bool:
+        """An NER person or place is kept when one of its words can be a name or a place, an organisation when
+        one of its words is rare: NER on notes tags headings and abbreviations ("Cont", "O2 Sat") that are neither."""
         for m in WORD.finditer(chunk):
             t = Tok(0, 0, m.group(), m.group().lower().removesuffix("'s"), 0, False)
             if self._stop(t):
                 continue
-            if self._namey(t, self.context_zipf) or t.low in self.lexicon.places:
+            if names_count and (self._namey(t, self.context_zipf) or t.low in self.lexicon.places):
                 return True
             if self._zipf(t) < self.rare_zipf and not (t.text.isupper() and len(t.text) <= 5):
                 return True  # a rare word, not an acronym ("PHQ", "RASS" are scales)
@@ -322,7 +322,7 @@ class RecallPass:
 
 
 def _tokens(text: str) -> list[Tok]:
-    out = []
+    out: list[Tok] = []
     line = 0
     last = 0
     for m in WORD.finditer(text):

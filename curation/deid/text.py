@@ -113,13 +113,15 @@ class TextDeidentifier:
             chunk = text[r.start:r.end]
             if r.entity_type == "DATE_TIME" and not self.specific.search(chunk):
                 continue  # a duration or a bare year is not an identifier
-            if tag == "NAME" and (chunk.strip(" .,'’") in self.allow or self.eponyms.at(text, r.start, r.end)):
+            if r.entity_type in self.trimmed and (chunk.strip(" .,'’") in self.allow
+                                                  or self.eponyms.at(text, r.start, r.end)):
                 continue
             if tag == "DATE" and self._score_not_date(text, r.start, chunk):
                 continue
             start, end = r.start, r.end
             if self.recall is not None and r.entity_type in self.trimmed:
-                if r.entity_type in self.ner_entities and not self.recall.keep_ner(chunk):
+                if r.entity_type in self.ner_entities and not self.recall.keep_ner(
+                        chunk, names_count=r.entity_type != "ORGANIZATION"):
                     continue
                 start, end = self.recall.trim(text, start, end)
                 if end <= start:

@@ -216,7 +216,7 @@ class RecallPass:
             nxt = toks[i + 1] if same_line(i, i + 1) else None
             if self._namey(t, self.name_zipf) and len(t.text) >= 3:
                 names.add(i)
-            if self._cased_name(t, mixed) and (self._namey(t, self.context_zipf) or self._zipf(t) == 0):
+            if self._cased_name(t, mixed) and (self._namey(t, self.name_zipf + 1) or self._zipf(t) == 0):
                 names.add(i)
             if prev is not None and prev.low in self.strong_titles and t.alpha and (
                     not self._stop(t) or t.title or t.upper or t.letter):

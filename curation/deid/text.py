@@ -119,6 +119,8 @@ class TextDeidentifier:
             if tag == "DATE" and self._score_not_date(text, r.start, chunk):
                 continue
             start, end = r.start, r.end
+            if r.entity_type == "ORGANIZATION" and " " not in chunk.strip() and _sentence_initial(text, r.start):
+                continue  # a capitalised first word ("Cardioembolic stroke ...") is not an organisation
             if self.recall is not None and r.entity_type in self.trimmed:
                 if r.entity_type in self.ner_entities and not self.recall.keep_ner(
                         chunk, names_count=r.entity_type != "ORGANIZATION"):
@@ -219,6 +221,11 @@ class TextDeidentifier:
                 continue
             return f"{day.month}/{day.day}"
         return None
+
+
+def _sentence_initial(text: str, start: int) -> bool:
+    before = text[:start].rstrip(" \t")
+    return not before or before[-1] in ".!?:;\n"
 
 
 def _merge(spans: list[Span]) -> list[Span]:

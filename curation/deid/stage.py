@@ -52,8 +52,8 @@ def _clean_texts(case: Case, text: TextDeidentifier, shift: int, known: list[str
             report.counts["text_phi_spans"] += len(spans)
 
 
-def _out_name(path: str, secret: bytes) -> str:
-    return safe_name(uid_free_name(Path(path).name, secret))
+def _out_name(n: int) -> str:
+    return f"{n:05d}.dcm"
 
 
 def _dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> dict[str, Any]:
@@ -136,14 +136,16 @@ def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, sr
             if f not in readable:
                 report.counts["dicom_files_in"] += 1
                 report.fail(_in_rel(f, src), _OUTSIDE["reason"], _OUTSIDE["detail"])
-        tasks = [(f, str(staging / base / _out_name(f, secret)), params.dicom, secret, case.case_id, case.case_id)
-                 for f in readable]
+        # outputs named by position: an input's own name can carry the participant id, dates or UIDs (ADNI and
+        # scanner exports do)
+        tasks = [(f, str(staging / base / _out_name(n)), params.dicom, secret, case.case_id, case.case_id)
+                 for n, f in enumerate(readable, 1)]
         files = []
-        for (f, _out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=workers, scheduler=scheduler),
-                                     strict=True):
+        for (f, out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=workers, scheduler=scheduler),
+                                    strict=True):
             report.counts["dicom_files_in"] += 1
             if res["ok"]:
-                files.append(relpath(final / base / _out_name(f, secret)))
+                files.append(relpath(final / base / Path(out).name))
                 report.counts["dicom_values_verified"] += res.get("values_checked", 0)
                 audit.append({"case_id": case.case_id, "file": files[-1], "annex_e": edition_id(),
                               "actions": res["actions"]})

@@ -3,11 +3,13 @@
 The notes are the PhysioNet deid development notes in ../shared/fixtures/text-phi/physionet-dev (984 real nursing
 notes, one gold span per PHI word). A gold span leaks when its text still appears in the output note as a whole
 token (bounded by non-alphanumerics), ignoring letter case: position-free, so a tool is not credited for masking
-one occurrence of a name it leaves elsewhere. "Other words kept" counts, per note, the word tokens outside gold
-spans that are still in the output (multiset). The position figure counts the gold spans whose every character
-the tool's own spans replace: the whole-token test also counts a span as leaked when its word (an initial, "of" in
-"University of X", a common word used as a name) occurs elsewhere in the note. Both tools run as commands over the same folder, interleaved, so
-start-up (loading spaCy) is paid by both; the per-note figure removes it (each tool's time on a one-note folder).
+one occurrence of a name it leaves elsewhere. The headline recall leaves out the gold's few bare years (the
+fixture's README: years alone are not PHI, and the tool keeps them on purpose); a second figure counts them.
+"Other words kept" counts, per note, the word tokens outside gold spans still in the output (multiset). The
+position figure counts the gold spans whose every character the tool's own spans replace: the whole-token test
+also counts a span as leaked when its word (an initial, "of" in "University of X", a common word used as a name)
+occurs elsewhere in the note. Both tools run as commands over the same folder, interleaved, so start-up (loading
+spaCy) is paid by both; the per-note figure removes it (each tool's time on a one-note folder).
 """
 
 from __future__ import annotations
@@ -58,10 +60,20 @@ def leaked(span_text: str, output: str) -> bool:
     return bool(t) and re.search(rf"(?<![A-Za-z0-9]){re.escape(t)}(?![A-Za-z0-9])", output, re.IGNORECASE) is not None
 
 
+YEAR = re.compile(r"'?\d{2}|(?:1[89]|20)\d{2}")
+
+
+def bare_year(span: dict[str, Any]) -> bool:
+    """A year alone ("1977", "'09"): not PHI under HIPAA Safe Harbor, kept on purpose; a few are in the gold."""
+    return span["type"] == "Date" and YEAR.fullmatch(span["text"].strip()) is not None
+
+
 def score(notes: dict[str, str], outputs: dict[str, str], gold: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Recall of gold PHI spans (position-free whole-token leak test) and the share of other words kept."""
+    """Recall of gold PHI spans (position-free whole-token leak test) and the share of other words kept. ``recall``
+    leaves out the gold's bare years (the fixture's README: years alone are not PHI); ``recall_all`` counts them."""
     leaks: Counter[str] = Counter()
     totals: Counter[str] = Counter()
+    years = years_leaked = 0
     kept = other = 0
     examples = []
     for note, spans in gold.items():
@@ -69,6 +81,10 @@ def score(notes: dict[str, str], outputs: dict[str, str], gold: dict[str, list[d
         covered: set[int] = set()
         for s in spans:
             covered.update(range(s["start"], s["end"]))
+            if bare_year(s):
+                years += 1
+                years_leaked += leaked(s["text"], out)
+                continue
             totals[s["type"]] += 1
             if leaked(s["text"], out):
                 leaks[s["type"]] += 1
@@ -79,7 +95,9 @@ def score(notes: dict[str, str], outputs: dict[str, str], gold: dict[str, list[d
         other += sum(words.values())
         kept += sum(min(n, have[w]) for w, n in words.items())
     total = sum(totals.values())
-    return {"recall": 1 - sum(leaks.values()) / total, "leaks": sum(leaks.values()), "spans": total,
+    n_leaks = sum(leaks.values())
+    return {"recall": 1 - n_leaks / total, "leaks": n_leaks, "spans": total,
+            "recall_all": 1 - (n_leaks + years_leaked) / (total + years), "bare_years": [years_leaked, years],
             "kept": kept / other if other else 1.0, "other_words": other,
             "leaks_by_type": {k: [leaks[k], totals[k]] for k in sorted(totals)}, "leaked": examples}
 
@@ -154,10 +172,13 @@ def run(work: Path, root: Path) -> list[Figure]:
     pos = json.loads(run_py(POSITION, str(NOTES), str(root)))
     pos_recall = pos["covered"] / (pos["covered"] + pos["missed"])
     return [
-        Figure("deid_text", f"PHI recall, {n} real nursing notes ({ours['spans']} gold spans; "
+        Figure("deid_text", f"PHI recall, {n} real nursing notes ({ours['spans']} gold spans, bare years left out; "
                f"{ours['leaks']} leak)", ours["recall"], "", "bare Presidio, same spaCy model", bare["recall"],
                ours["recall"] / bare["recall"], f">= {TARGET_RECALL} absolute", ours["recall"] >= TARGET_RECALL,
                extra),
+        Figure("deid_text", f"PHI recall counting the gold's {ours['bare_years'][1]} bare years too "
+               f"({ours['bare_years'][0]} of them kept)", ours["recall_all"], "", "bare Presidio",
+               bare["recall_all"], ours["recall_all"] / bare["recall_all"], "", None),
         Figure("deid_text", "PHI recall by position (every character of a gold span replaced; library spans)",
                pos_recall, "", "whole-token recall above", ours["recall"], pos_recall / ours["recall"], "", None,
                pos),

@@ -16,7 +16,6 @@ from curation.deid.text import policy
 PSEUDONYM = re.compile(r"^(?:[a-z0-9]{2,8}-[0-9a-f]{12}|ANON-[0-9a-f]{12}|ANONYMIZED)$")
 DUMMIES = {"ANONYMIZED", "20000101", "000000", "20000101000000", "0", "000Y", "2.25.0"}
 TEXT_KINDS = ("MRN", "RECORD_ID", "TITLED_NAME", "STREET_ADDRESS", "AGE_OVER_89")
-NON_ISO_DATES = [0, 2, 3, 4]  # SPECIFIC_DATE patterns other than ISO yyyy-mm-dd (what de-identification writes)
 EXTRA = {
     "EMAIL": r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b",
     "PHONE": r"\b(?:\+?1[ -.]?)?\(?\d{3}\)?[ -.]\d{3}[ -.]\d{4}\b",
@@ -45,7 +44,7 @@ def _text_patterns() -> list[tuple[str, Any]]:
     pats = policy()["patterns"]
     out = [(k, regex.compile(rx, regex.IGNORECASE if k != "TITLED_NAME" else 0)) for k in TEXT_KINDS
            for rx, _ in pats[k]]
-    out += [("DATE", regex.compile(pats["SPECIFIC_DATE"][i][0])) for i in NON_ISO_DATES]
+    out += [("DATE", regex.compile(rx)) for rx, _ in policy()["output_scan_dates"]]
     out += [(k, regex.compile(rx)) for k, rx in EXTRA.items()]
     return out
 

@@ -113,3 +113,14 @@ def walk_files(top: Path, root: Path | None = None) -> Iterator[tuple[Path, str 
                 yield p, None
             elif p.is_symlink():
                 yield p, "broken_symlink"
+
+
+def unique_name(name: str, seen: set[str]) -> str:
+    """``name``, or ``name-2``, ``name-3``... so that no two names of one record match, ignoring letter case
+    (figures stored as files must not overwrite one another, on case-insensitive filesystems either)."""
+    candidate, n = name, 1
+    while candidate.lower() in seen:
+        n += 1
+        candidate = f"{name}-{n}"
+    seen.add(candidate.lower())
+    return candidate

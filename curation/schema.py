@@ -65,7 +65,7 @@ class Patient(Model):
 
     @classmethod
     def with_age(cls, age: float | None, **kw: Any) -> Patient:
-        if age is None:
+        if age is None or not 0 <= age <= 150:  # NaN, infinite or absurd ages are unknown, not an overflow
             return cls(**kw)
         years = int(age)
         return cls(age=min(years, 90), age_90_plus=years >= 90, **kw)

@@ -872,3 +872,95 @@ def test_kill_9_of_curate_normalize_workers_2(tmp_path: Path) -> None:
                 os.kill(w, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
+
+
+# ------------------------------------------------------------------ found by a second hostile pass
+def test_repeated_figure_ids_and_series_names_never_overwrite(tmp_path: Path) -> None:
+    raw = tmp_path / "raw-cr"
+    for n, value in enumerate((10, 20, 30)):
+        _png(raw / f"g{n}.png", value=value)
+    (raw / "PMC1.xml").write_text(_jats("PMC1", [("a-3", "g0.png"), ("a", "g1.png"), ("a", "g2.png"),
+                                                 ("dup", "g0.png"), ("DUP", "g1.png")]))
+    cases, _, _ = _ingest("case-reports", raw, tmp_path / "out-cr")
+    ids = [f.figure_id for f in cases[0].figures]
+    assert len({i.lower() for i in ids}) == len(ids) == 5
+    assert len({f.path for f in cases[0].figures}) == 5
+    rp = tmp_path / "raw-rp"
+    _png(rp / "c1" / "a.png", value=40)
+    _png(rp / "c1" / "b.png", value=50)
+    _radiopaedia(rp / "c1", [{"name": "FLAIR", "images": ["a.png"]}, {"name": "FLAIR", "images": ["b.png"]}])
+    cases, _, _ = _ingest("radiopaedia", rp, tmp_path / "out-rp")
+    figs = cases[0].figures
+    assert len({f.figure_id for f in figs}) == 2 and len({f.path for f in figs}) == 2
+
+
+def test_huge_numbers_in_json_are_quarantined_not_a_traceback(tmp_path: Path, raw_copy: Path) -> None:
+    rp = tmp_path / "raw-rp"
+    (rp / "c1").mkdir(parents=True)
+    (rp / "c1" / "case.json").write_text('{"id": ' + "9" * 5000 + ', "title": "t", "studies": []}')
+    _radiopaedia(rp / "c2", [], age="9" * 400)
+    cases, quarantine, _ = _ingest("radiopaedia", rp, tmp_path / "out-rp")
+    assert ("c1/case.json", "json_invalid") in {(q["path"], q["reason"]) for q in quarantine}
+    assert [c.patient.age for c in cases] == [None]  # an absurd age is unknown
+    sidecar = sorted((raw_copy / "oasis3").rglob("*_T1w.json"))[0]
+    sidecar.write_text('{"RepetitionTime": ' + "9" * 5000 + "}")
+    _, quarantine, _ = _ingest("oasis3", raw_copy / "oasis3", tmp_path / "out-o3")
+    assert (sidecar.relative_to(raw_copy / "oasis3").as_posix(), "sidecar_invalid_json") in {
+        (q["path"], q["reason"]) for q in quarantine}
+
+
+def test_a_sidecar_that_is_a_fifo_is_not_read(raw_copy: Path, tmp_path: Path) -> None:
+    sidecar = sorted((raw_copy / "oasis3").rglob("*_T1w.json"))[0]
+    sidecar.unlink()
+    os.mkfifo(sidecar)  # reading it would block for ever
+    _, quarantine, _ = _ingest("oasis3", raw_copy / "oasis3", tmp_path / "out")
+    assert (sidecar.relative_to(raw_copy / "oasis3").as_posix(), "not_a_regular_file") in {
+        (q["path"], q["reason"]) for q in quarantine}
+
+
+def test_dates_and_ids_typed_into_descriptors_are_removed_and_verified(tmp_path: Path) -> None:
+    import pydicom
+
+    from curation.deid.dicom import deidentify_file
+    from curation.deid.verify import compare_files
+    from curation.params import DicomDeidParams
+
+    src = Path(pydicom.__file__).parent / "data" / "test_files" / "MR_small.dcm"
+    ds = pydicom.dcmread(src)
+    ds.StudyDate, ds.PatientID = "20060420", "ZQ-778812"
+    ds.SeriesDescription = "MPRAGE 2006-04-20"
+    ds.StudyDescription = "MRI 20-APR-2006 ZQ778812"
+    ds.ProtocolName = "brain Apr 20 2006"
+    planted = tmp_path / "in.dcm"
+    ds.save_as(planted)
+    out = tmp_path / "out.dcm"
+    assert deidentify_file(str(planted), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)["ok"]
+    got = pydicom.dcmread(out)
+    text = " ".join(str(got.get(k, "")) for k in ("SeriesDescription", "StudyDescription", "ProtocolName"))
+    assert "2006" not in text and "778812" not in text and "MPRAGE" in text
+    # the differential check sees a retyped input date, whatever its style
+    ds.SeriesDescription = "MPRAGE 20.04.2006"
+    ds.save_as(planted)
+    leaky = tmp_path / "leaky.dcm"
+    ds.StudyDate = "20050101"  # as if shifted
+    ds.save_as(leaky)
+    kinds = {f.kind for f in compare_files(planted, leaky, "leaky.dcm").findings}
+    assert any(k.startswith("date of the input found in text") for k in kinds)
+
+
+def test_a_deflated_dicom_that_inflates_past_the_bound_is_refused(tmp_path: Path) -> None:
+    import pydicom
+    from pydicom.uid import DeflatedExplicitVRLittleEndian
+
+    from curation.ingest.dicomscan import read_checked
+
+    ds = pydicom.dcmread(Path(pydicom.__file__).parent / "data" / "test_files" / "MR_small.dcm")
+    ds.add_new(0x00291010, "OB", bytes(8 << 20))  # 8 MB of zeros: a few KB once deflated
+    ds.file_meta.TransferSyntaxUID = DeflatedExplicitVRLittleEndian
+    bomb = tmp_path / "bomb.dcm"
+    ds.save_as(bomb, enforce_file_format=True)
+    assert bomb.stat().st_size < 200_000
+    got, info = read_checked(str(bomb), max_inflated=4 << 20)
+    assert got is None and info["reason"] == "dicom_inflates_too_large"
+    got, info = read_checked(str(bomb), max_inflated=64 << 20)  # under the bound it reads as before
+    assert got is not None and info["ok"]

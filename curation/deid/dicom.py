@@ -589,19 +589,31 @@ def _identity_tokens(ds: Any) -> list[str]:
             if len(part) >= 2:
                 tokens.append(part)
     for tag in ID_TAGS:
-        tokens.extend(v for v in _text(ds, tag).split("\\") if v)
+        for v in _text(ds, tag).split("\\"):
+            if v:
+                tokens.append(v)
+                bare = re.sub(r"[\W_]+", "", v)
+                if bare != v and len(bare) >= 5:
+                    tokens.append(bare)  # "ZQ-778812" typed as "ZQ778812"
     for tag in INSTITUTION_TAGS:
         tokens.extend(v.strip() for v in _text(ds, tag).split("\\") if len(v.strip()) >= 3)
     return sorted(set(tokens), key=len, reverse=True)
 
 
 ID_LIKE = re.compile(r"\b(?:MRN|ID|ACC)?[-:# ]*\d{5,}\b", re.IGNORECASE)
+_MONTHS = "JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|SEPT|OCT|NOV|DEC"
+# a date typed into a descriptor in any common style ("MPRAGE 2006-04-20", "13-JAN-2023", "Jan 13 2023")
+DATE_LIKE = re.compile(
+    rf"\b(?:(?:19|20)\d{{2}}[-./](?:0?[1-9]|1[0-2])[-./](?:0?[1-9]|[12]\d|3[01])"
+    rf"|(?:0?[1-9]|[12]\d|3[01])[-./ ](?:0?[1-9]|1[0-2]|(?:{_MONTHS})[A-Z]*\.?)[-./ ](?:19|20)?\d{{2}}"
+    rf"|(?:{_MONTHS})[A-Z]*\.? (?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)?,? (?:19|20)\d{{2}}"
+    rf"|(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])/(?:19|20)?\d{{2}})\b", re.IGNORECASE)
 LABELS = re.compile(r"\b(MRN|DOB|scanned for|patient name)\b[:#]?", re.IGNORECASE)
 SEPARATORS = re.compile(r"[\^,;:]+(\s*[\^,;:]+)*")
 
 
 class _Scrubber:
-    """Removes one patient's identity tokens (names, ids, birth date) and id-like numbers from a descriptor."""
+    """Removes one patient's identity tokens (names, ids, birth date), dates and id-like numbers from a descriptor."""
 
     def __init__(self, tokens: list[str]) -> None:
         self.tokens = [(t, t.lower()) for t in tokens]
@@ -616,6 +628,7 @@ class _Scrubber:
         present = tuple(t for t, t_low in self.tokens if t_low in low)
         if present:
             text = _alternation(present).sub("", text)
+        text = DATE_LIKE.sub("", text)
         text = ID_LIKE.sub("", text)
         text = LABELS.sub("", text)
         text = SEPARATORS.sub(lambda m: m.group(0)[0], text)

@@ -336,6 +336,18 @@ def _identity_strings(items: list[_Item]) -> list[tuple[str, str]]:
     return sorted(out)
 
 
+MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+
+
+def _date_renderings(day: str) -> list[str]:
+    """A DA value (YYYYMMDD) as people type it into a description."""
+    y, m, d = day[:4], day[4:6], day[6:8]
+    mon = MONTH_NAMES[int(m) - 1] if "01" <= m <= "12" else "???"
+    return [f"{y}{m}{d}", f"{y}-{m}-{d}", f"{y}/{m}/{d}", f"{y}.{m}.{d}", f"{d}.{m}.{y}", f"{d}/{m}/{y}",
+            f"{m}/{d}/{y}", f"{d}-{m}-{y}", f"{m}-{d}-{y}", f"{d}-{mon}-{y}", f"{d} {mon} {y}", f"{mon} {d} {y}",
+            f"{mon} {d}, {y}", f"{int(m)}/{int(d)}/{y}", f"{int(d)}.{int(m)}.{y}", f"{d}{mon}{y}"]
+
+
 def _searchable(items: list[_Item]) -> str:
     """Every header value of the output as text (pixel data excepted), one a line."""
     parts: list[str] = []
@@ -399,6 +411,16 @@ def compare_datasets(src_ds: Any, out_ds: Any, rel: str) -> Comparison:
             res.checked += 1
             if re.search(r"(?<![A-Za-z0-9_])" + re.escape(s) + r"(?![A-Za-z0-9_])", text, re.IGNORECASE):
                 findings.append(Finding(rel, "header", f"identity string of the input found ({what})"))
+    # a date of the input retyped into text ("MPRAGE 2006-04-20" beside a shifted StudyDate): any common style
+    typed = [(it.keyword or "date", v[:8]) for it in src_items if _item_kind(it) == "date" and not it.private
+             for v in it.values if re.fullmatch(r"(?:19|20)\d{6}", v[:8])]
+    if typed:
+        free = "\n".join(v for it in out_items if it.vr in SEARCHED_VRS - {"DA", "DT", "TM"} for v in it.values)
+        for what, day in sorted(set(typed)):
+            res.checked += 1
+            if any(re.search(rf"(?<![0-9A-Za-z]){re.escape(r)}(?![0-9A-Za-z])", free, re.IGNORECASE)
+                   for r in _date_renderings(day)):
+                findings.append(Finding(rel, "header", f"date of the input found in text ({what})"))
     if "retain_safe_private" not in enabled:
         n_private = sum(1 for it in out_items if it.private)
         if n_private:

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from curation.ingest.base import IngestContext, path_digest
-from curation.paths import safe_name
+from curation.paths import safe_name, unique_name
 from curation.schema import Case, Figure, Provenance, Publication, SourceName
 
 XLINK = "{http://www.w3.org/1999/xlink}href"
@@ -161,9 +161,7 @@ def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Ca
         label = _bounded(ctx, f"label of figure {n + 1}", _text(fig.find("label"))) or None
         caption = _bounded(ctx, f"caption of figure {n + 1}", _text(fig.find("caption")))
         fig_id = safe_name(raw_id) if len(raw_id) <= ctx.bounds.max_id_chars else f"fig{n + 1}"
-        if fig_id in seen_ids:
-            fig_id = f"{fig_id}-{n + 1}"
-        seen_ids.add(fig_id)
+        fig_id = unique_name(fig_id, seen_ids)
         fig_where = f"{where}#{fig_id}"
         if len(raw_id) > ctx.bounds.max_id_chars:
             ctx.report.incomplete(fig_where, "figure_id_too_long",

@@ -30,7 +30,41 @@ def inspect_dicom(path: str) -> dict[str, Any]:
     return check_dataset(ds)
 
 
-def read_checked(path: str, header: bool = True) -> tuple[Any, dict[str, Any]]:
+DEFLATED = "1.2.840.10008.1.2.1.99"
+CHUNK = 1 << 20
+
+
+def _default_max_inflated() -> int:
+    from curation.params import Bounds
+
+    return int(Bounds.model_fields["max_volume_bytes"].default)
+
+
+def inflated_size_over(fh: Any, limit: int) -> int | None:
+    """For a Deflated Explicit VR file: its inflated dataset size when over ``limit`` (counted by streaming, nothing
+    kept), else None. pydicom inflates such a dataset whole in memory: a few MB on disk can declare GBs."""
+    import struct
+    import zlib
+
+    fh.seek(132)
+    tag = fh.read(8)
+    if len(tag) < 8 or tag[:4] != b"\x02\x00\x00\x00":
+        return None  # no group length: pydicom decides
+    group_len = struct.unpack("<I", fh.read(4))[0]
+    meta = fh.read(group_len)
+    if DEFLATED.encode() not in meta:
+        return None
+    inflater, total = zlib.decompressobj(-zlib.MAX_WBITS), 0
+    while not inflater.eof and (chunk := fh.read(CHUNK)):
+        while chunk and not inflater.eof and total <= limit:
+            total += len(inflater.decompress(chunk, CHUNK))
+            chunk = inflater.unconsumed_tail
+        if total > limit:
+            return total
+    return None
+
+
+def read_checked(path: str, header: bool = True, max_inflated: int | None = None) -> tuple[Any, dict[str, Any]]:
     """Read a file once: ``(dataset, header info)`` or ``(None, {"ok": False, "reason", "detail"})``.
     ``header=False`` checks the file is usable without collecting the header fields."""
     import pydicom
@@ -41,6 +75,11 @@ def read_checked(path: str, header: bool = True) -> tuple[Any, dict[str, Any]]:
             head = fh.read(132)
             if len(head) < 132 or head[128:132] != b"DICM":
                 return None, {"ok": False, "reason": "skipped:not_dicom", "detail": "no DICM preamble"}
+            limit = max_inflated if max_inflated is not None else _default_max_inflated()
+            over = inflated_size_over(fh, limit)
+            if over is not None:
+                return None, {"ok": False, "reason": "dicom_inflates_too_large",
+                              "detail": f"deflated dataset inflates past {over} bytes (bound {limit})"}
             fh.seek(0)
             try:
                 ds = pydicom.dcmread(fh)

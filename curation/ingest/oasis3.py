@@ -130,6 +130,8 @@ def _read_sidecar(ctx: IngestContext, path: Path) -> tuple[dict[str, Any], tuple
     """A BIDS JSON sidecar as an object, or ``({}, (reason, detail))``; the series is kept without it."""
     if not ctx.inside_raw(path):
         return {}, ("outside_raw", "a symlink that resolves outside the raw folder; not read")
+    if not path.is_file():  # a FIFO or a device would block or never end
+        return {}, ("not_a_regular_file", "the sidecar is not a regular file; not read")
     try:
         if path.stat().st_size > ctx.bounds.max_field_chars:
             return {}, ("sidecar_too_large", f"{path.stat().st_size} bytes (bounds.max_field_chars "
@@ -139,6 +141,8 @@ def _read_sidecar(ctx: IngestContext, path: Path) -> tuple[dict[str, Any], tuple
         return {}, ("sidecar_not_utf8", str(exc))
     except json.JSONDecodeError as exc:
         return {}, ("sidecar_invalid_json", exc.msg)
+    except ValueError as exc:  # an integer of thousands of digits
+        return {}, ("sidecar_invalid_json", str(exc)[:200])
     except (OSError, RecursionError) as exc:
         return {}, ("unreadable", f"{type(exc).__name__}: {exc}")
     if not isinstance(doc, dict):

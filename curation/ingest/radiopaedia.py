@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from curation.ingest.base import IngestContext, path_digest
-from curation.paths import safe_name
+from curation.paths import safe_name, unique_name
 from curation.schema import Case, Diagnosis, Figure, Patient, Provenance, SourceName
 
 STR_FIELDS = ("title", "presentation", "body", "discussion", "author", "license", "gender", "diagnostic_certainty")
@@ -28,7 +28,7 @@ def ingest(ctx: IngestContext) -> list[Case]:
             continue
         try:
             doc = json.loads(data.decode("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an integer of 5000 digits
             ctx.report.fail(rel, "json_invalid", str(exc))
             continue
         except RecursionError:
@@ -107,6 +107,7 @@ def _case(ctx: IngestContext, path: Path, doc: dict[str, Any], used: set[Path]) 
     rid = str(doc.get("id") or path.parent.name)
     case_id = ctx.case_id(rid)
     figures = []
+    seen_ids: set[str] = set()
     for s, study in enumerate(doc.get("studies") or []):
         caption = " ".join(x for x in [study.get("caption"), study.get("findings")] if x)
         for series in study.get("series") or []:
@@ -114,7 +115,7 @@ def _case(ctx: IngestContext, path: Path, doc: dict[str, Any], used: set[Path]) 
             # a series name is a name, never a path
             name = safe_name(series.get("name") or "series", max_len=min(64, ctx.bounds.max_id_chars))
             for i, img in enumerate(images):
-                fig_id = f"s{s + 1}-{name}-{i + 1:03d}"
+                fig_id = unique_name(f"s{s + 1}-{name}-{i + 1:03d}", seen_ids)  # series names repeat
                 label = f"{study.get('modality', 'Image')} {series.get('name', '')} image {i + 1} of {len(images)}"
                 label = label.strip()
                 where = f"{ctx.rel_raw(path)}#{fig_id}"

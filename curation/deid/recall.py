@@ -54,7 +54,6 @@ class Eponyms:
         word = r"[A-Za-zÀ-ÿ]+"
         self.after = re.compile(rf"(?:['’]s)?(?:-{word})*(?:['’]s)?(?:\s+(?:and|&|/)\s+{word}(?:-{word})*)?"
                                 rf"\s+(?:{'|'.join(map(re.escape, heads))})\b", re.IGNORECASE)
-        self.joined = re.compile(rf"-{word}|(?<=[A-Za-zÀ-ÿ])-", re.IGNORECASE)
         self.before = re.compile(r"(?:circle|area|foramen|foramina|vein|nucleus|aqueduct|space|spaces) of\s+$",
                                  re.IGNORECASE)
 
@@ -104,6 +103,11 @@ class RecallPass:
         self.moves = s["transfer_verbs"]
         self.not_location_before = s["not_location_before"]
         self.safe = s["clinical_words"] | {a.lower().removesuffix("'s") for a in allow}
+        # unions the per-token loop asks about, built once
+        self.name_cues = self.titles | self.relatives | self.contact
+        self.before_credential = self.credentials | self.after_name
+        self.institution = self.inst_masked | self.inst_kept
+        self.acronym_before = self.moves | {"the"}
         self.units = s["units"]
         self.cues = frozenset().union(*(v for k, v in s.items() if k != "clinical_words"))
         self.never_names = self.cues - self.inst_masked - self.inst_kept  # a title or a relative is not a name
@@ -226,7 +230,7 @@ class RecallPass:
                 names.add(i)  # "her husband Will"
             elif prev is not None and not self._stop(t):
                 before_prev = toks[i - 2].low if same_line(i, i - 2) else ""
-                cue = prev.low in self.titles | self.relatives | self.contact or (
+                cue = prev.low in self.name_cues or (
                     prev.low in ("with", "w", "to", "by") and before_prev in self.contact_with)
                 if cue and self._name_after_cue(t, mixed):
                     names.add(i)
@@ -237,7 +241,7 @@ class RecallPass:
                     self._rare(nxt) or self._namey(nxt, self.context_zipf) or self._cased_name(nxt, mixed)):
                 names.update((i, i + 1))  # "B. KARGAS", "s. roberto"
             in_parens = t.low in self.titles and text[max(0, t.start - 1):t.start] == "("
-            if (t.low in self.credentials | self.after_name or in_parens) and not t.initial_of_sentence:
+            if (t.low in self.before_credential or in_parens) and not t.initial_of_sentence:
                 strict = t.low in self.after_name
                 for j in range(i - 1, max(-1, i - 4), -1):
                     if not same_line(i, j) or toks[j + 1].initial_of_sentence:
@@ -255,7 +259,7 @@ class RecallPass:
             if not self._stop(t) and t.low in self.lexicon.places and (
                     self._zipf(t) < self.place_zipf or self._cased_name(t, mixed)):
                 places.add(i)
-            if t.low in self.inst_masked | self.inst_kept:
+            if t.low in self.institution:
                 if t.low in self.inst_masked:
                     places.add(i)
                 for j in range(i - 1, max(-1, i - 4), -1):
@@ -269,7 +273,7 @@ class RecallPass:
             before = toks[i - 2].low if same_line(i, i - 2) else ""
             after_prep = prev is not None and prev.low in self.loc_preps
             if t.alpha and t.low not in self.safe and 2 <= len(t.text) <= 5 and before not in self.not_location_before \
-                    and ((t.upper and mixed) or after_prep or (prev is not None and prev.low in self.moves | {"the"}))\
+                    and ((t.upper and mixed) or after_prep or (prev is not None and prev.low in self.acronym_before))\
                     and self.acronym.fullmatch(t.text.upper()) and self._zipf(t) < self.place_zipf - 1:
                 places.add(i)  # a hospital: "to GH", "at VAMC"
             if self._rare(t) and nxt is not None and nxt.text.isdigit() and len(nxt.text) == 1 and (

@@ -79,12 +79,32 @@ class Step(Model):
     version: str = ""
 
 
+Target = Literal["hippocampus", "lateral_ventricles", "lesion", "brain", "figure"]
+
+
 class Render(Model):
     plane: Literal["axial", "coronal", "sagittal", "figure", "montage"]
     slice_index: int | None = None
     window: tuple[float, float] | None = None
     path: str
-    role: Literal["mid", "key", "paired", "montage", "figure"] = "mid"
+    role: Literal["mid", "key", "paired", "montage", "figure", "target"] = "mid"
+    target: Target | None = Field(None, description="The structure this render was placed to show")
+    position_mm: float | None = Field(None, description="World (RAS, mm) coordinate of the slice along its axis")
+    located_by: str | None = Field(None, description="How the target was found: atlas_registration, lesion_mask, ...")
+
+
+class Evidence(Model):
+    """Where an item's answer can be seen: one render of one series (or a figure), and what it shows."""
+
+    image: str
+    series_id: str | None = None
+    visit_id: str | None = None
+    sequence: str | None = None
+    target: Target | None = None
+    plane: str | None = None
+    slice_index: int | None = None
+    position_mm: float | None = None
+    target_fraction: float | None = Field(None, description="Target area / brain area in the shown slice")
 
 
 class Series(Model):
@@ -236,6 +256,7 @@ class Item(Model):
     rationale: str | None = None
     turns: list[Turn] = Field(default_factory=list)
     images: list[str] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
     context: str = ""
     visual_dims: list[VisualDim] = Field(default_factory=list)
     reasoning_dims: list[ReasoningDim] = Field(default_factory=list)
@@ -267,5 +288,5 @@ class ReleaseManifest(Model):
 
 EXPORTED_MODELS: dict[str, type[BaseModel]] = {
     m.__name__: m
-    for m in (Case, Visit, Series, Figure, Finding, Item, Augmentation, Review, ReleaseManifest)
+    for m in (Case, Visit, Series, Figure, Finding, Item, Evidence, Augmentation, Review, ReleaseManifest)
 }

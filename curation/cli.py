@@ -293,14 +293,21 @@ def filter_(
     out_dir: Annotated[Path, typer.Argument(help="Kept items (with splits) and rejected.jsonl.")],
     params: ParamsOpt = Path("params.yaml"),
     report: ReportOpt = None,
+    validity: Annotated[Path | None, typer.Option("--validity", help="Also write the validity report (blind and "
+                                                  "model baselines per template) here, e.g. reports/validity.json.")
+                        ] = None,
+    validity_plot: Annotated[Path | None, typer.Option("--validity-plot", help="DVC plot data: blind baseline "
+                                                       "accuracy vs chance per template.")] = None,
 ) -> None:
     """Quality gates (validity, leakage, near-duplicates, LLM verifier, text-only shortcut, model-assisted
-    difficulty), balance report and stratified patient-disjoint splits."""
+    difficulty), template validity (blind baselines, image ablations; shortcut templates blocked), balance report
+    and stratified patient-disjoint splits."""
     from curation.params import load_params
     from curation.quality.filter import run
 
     p = load_params(params)
-    _done(run(p.filter, in_dir, out_dir, report_path=report, llm=p.llm))
+    _done(run(p.filter, in_dir, out_dir, report_path=report, llm=p.llm, validity_path=validity,
+              plot_path=validity_plot))
 
 
 @review_app.command("merge")
@@ -431,12 +438,16 @@ def release_build(
     releases_dir: Annotated[Path, typer.Argument(help="Folder that holds NAME-VERSION/ releases.")],
     params: ParamsOpt = Path("params.yaml"),
     report: ReportOpt = None,
+    validity: Annotated[Path | None, typer.Option("--validity", help="The filter stage's validity report, for the "
+                                                  "card's validity section.")] = None,
 ) -> None:
-    """Build NAME-VERSION/ (Parquet, images, card, manifest); refuses to overwrite a different version. Prints the
-    manifest's SHA-256: publish it with the release, for `curate release verify --digest`."""
+    """Build NAME-VERSION/ (Parquet, images, card, manifest); refuses to overwrite a different version, and refuses
+    templates above the validity threshold that were not blocked. Prints the manifest's SHA-256: publish it with
+    the release, for `curate release verify --digest`."""
     from curation.release.build import run
 
-    result = run(_section(params, "release"), in_dir, releases_dir, report_path=report, params_file=params)
+    result = run(_section(params, "release"), in_dir, releases_dir, report_path=report, params_file=params,
+                 validity=validity)
     _done(result)
     typer.echo(f"manifest sha256: {result.metrics['manifest_sha256']}")
 

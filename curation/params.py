@@ -102,12 +102,38 @@ class ModelSpec(Section):
     api_key_env: str = "OPENAI_API_KEY"
 
 
+BlindBaseline = Literal["majority_answer", "answer_position", "longest_option", "stem_overlap", "stated_in_context",
+                        "same_stem_answer"]
+ImageCondition = Literal["no_image", "own_image", "swapped_image", "blank_image"]
+
+
+class ValidityParams(Section):
+    """Validity gates per template: blind baselines (always) and model baselines under image ablations (when an
+    endpoint is configured). A template whose best blind baseline, or a model without the image, beats chance by
+    more than ``max_blind_lift`` is above the threshold, and blocked (its items rejected) when ``block`` is on."""
+
+    max_blind_lift: float = Field(0.10, ge=0, le=1)  # accuracy above chance, as a fraction (0.10 = 10 points)
+    block: bool = True  # false: report only; the release then refuses such templates unless it allows them by name
+    baselines: list[BlindBaseline] = Field(default_factory=lambda: [
+        "majority_answer", "answer_position", "longest_option", "stem_overlap", "stated_in_context",
+        "same_stem_answer"])
+    models: list[ModelSpec] = Field(default_factory=list)  # empty: the llm section's model, when one is configured
+    conditions: list[ImageCondition] = Field(default_factory=lambda: [
+        "no_image", "own_image", "swapped_image", "blank_image"])
+    block_on: list[Literal["no_image", "blank_image"]] = Field(default_factory=lambda: ["no_image", "blank_image"])
+    samples: int = Field(1, ge=1, le=20)
+    temperature: float = Field(0.0, ge=0, le=2)
+    sibling_leaks: bool = True  # an item's answer stated by another item of the same case
+
+
 class FilterParams(Section):
     seed: int = 13
     # near-duplicates: MinHash Jaccard over character 5-grams, within a case and against known benchmark questions
     near_duplicate_threshold: float = Field(0.8, ge=0, le=1)
     known_questions: str | None = None
     lexicon: str | None = "templates/knowledge/lexicon.yaml"  # synonyms for the leakage gate
+    leak_rules: str | None = None  # fixed cue -> answer mappings; None: curation/quality/leak_rules.yaml
+    validity: ValidityParams = Field(default_factory=ValidityParams)
     # model-based gates run only when an endpoint is configured (llm section); otherwise reported skipped
     llm_verifier: bool = True
     text_only_check: bool = True
@@ -148,6 +174,8 @@ class ReleaseParams(Section):
     arrow_copy: bool = True  # also write hf/ (save_to_disk) so the release opens with datasets.load_from_disk
     homepage: str | None = None
     citation: str | None = None  # BibTeX; a default naming the release is written otherwise
+    # templates above the validity threshold that were not blocked are refused unless named here (the card says so)
+    allow_shortcut_templates: list[str] = Field(default_factory=list)
 
 
 class LlmParams(Section):
@@ -189,6 +217,7 @@ class EvaluateParams(Section):
     prompts_dir: str = "templates/prompts"
     judge: JudgeParams = Field(default_factory=JudgeParams)
     bertscore: bool = True
+    circular: bool = True  # also score every MCQ under each circular shift of its options (MMBench CircularEval)
     bootstrap_resamples: int = Field(1000, ge=100)
     seed: int = 13
     cache_dir: str = ".curation/llm-cache"

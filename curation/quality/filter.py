@@ -8,7 +8,7 @@ from pathlib import Path
 
 from curation.errors import InputError
 from curation.params import FilterParams, LlmParams
-from curation.records import read_jsonl, staged_dir, write_jsonl
+from curation.records import read_jsonl, staged_dir, write_json, write_jsonl
 from curation.report import Report
 from curation.schema import Item, ItemFormat
 
@@ -82,8 +82,10 @@ def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
             reasons.append("image_unreadable")
             break
     ans = _norm(item.answer)
-    if len(ans) >= 4 and item.format != ItemFormat.multi_turn:
-        visible = _norm(item.question + " " + item.context)
+    if len(ans) >= 4:  # a dialogue shows its clinician turns too (the model turns are the reference)
+        from curation.quality.validity import visible_text
+
+        visible = _norm(visible_text(item))
         if re.search(rf"\b{re.escape(ans)}\b", visible):
             reasons.append("answer_leak")
         else:  # a synonym of the answer (from the lexicon) gives it away just as well
@@ -94,15 +96,20 @@ def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
     return reasons
 
 
+STRUCTURAL_OK = ("answer_leak",)  # per-item reasons that still leave an item well-formed enough to be measured
+
+
 def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = None,
-        llm: LlmParams | None = None) -> Report:
+        llm: LlmParams | None = None, validity_path: Path | None = None, plot_path: Path | None = None) -> Report:
+    from curation.quality import validity as v
     from curation.quality.gates import assign_splits, balance, model_gates, near_duplicates, rebalance
+    from curation.quality.leaks import load_rules, mapping_leaks, sibling_leaks
 
     src, dst = Path(src), Path(dst)
     if not (src / "items.jsonl").exists():
         raise InputError("no items.jsonl (run the generate stage first)", src)
     report = Report(stage="filter")
-    valid: list[Item] = []
+    llm = llm or LlmParams()
     rejected: list[dict[str, object]] = []
 
     def reject(item: Item, reasons: list[str], detail: object = None) -> None:
@@ -112,15 +119,33 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
                          **({"detail": detail} if detail else {})})
 
     synonyms = load_synonyms(params.lexicon)
-    for item in read_jsonl(src / "items.jsonl", Item):
-        report.inputs += 1
-        reasons = check(item, synonyms)
-        if reasons:
-            reject(item, reasons)
-        else:
-            valid.append(item)
+    rules = load_rules(params.leak_rules)
+    items = list(read_jsonl(src / "items.jsonl", Item))
+    report.inputs = len(items)
+    reasons: dict[str, list[str]] = {}
+    details: dict[str, object] = {}
+    for item in items:
+        reasons[item.item_id] = check(item, synonyms) + mapping_leaks(item, rules)
+    # validity is a property of the template: measured on all its well-formed items, leaking ones included
+    measured = [i for i in items if all(r.startswith(STRUCTURAL_OK) for r in reasons[i.item_id])]
+    if params.validity.sibling_leaks:
+        for iid, (reason, sibling) in sibling_leaks(measured, synonyms).items():
+            reasons[iid].append(reason)
+            details[iid] = {"sibling": sibling}
+    templates = v.measure_blind(measured, params.validity, synonyms)
+    models = v.model_baselines(measured, params.validity, llm, params.prompts_dir, params.seed, report)
+    v.decide(templates, models, params.validity)
+    for i in items:
+        t = templates.get(v.template_key(i))
+        if t and t["blocked"]:
+            reasons[i.item_id].extend(t["reasons"])
+            details.setdefault(i.item_id, t["detail"])
+    for i in items:
+        if reasons[i.item_id]:
+            reject(i, reasons[i.item_id], details.get(i.item_id))
+    valid = [i for i in items if not reasons[i.item_id]]
     dups = near_duplicates(valid, params, report)
-    gated = model_gates([i for i in valid if i.item_id not in dups], params, llm or LlmParams(), report)
+    gated = model_gates([i for i in valid if i.item_id not in dups], params, llm, report)
     capped = rebalance([i for i in valid if i.item_id not in dups and i.item_id not in gated], params)
     kept: list[Item] = []
     for item in valid:
@@ -133,8 +158,13 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
             reject(item, ["rebalanced_out"])
         else:
             optional = ("verifier", "text_only_correct_rate", "difficulty_pass_rates")
-            checks = ["validity", "leakage", "near_duplicate", *sorted(k for k in optional if k in item.quality)]
-            item.quality = {**item.quality, "gates": "passed", "checks": checks}
+            checks = ["validity", "leakage", "near_duplicate", "template_validity",
+                      *sorted(k for k in optional if k in item.quality)]
+            t = templates[v.template_key(item)]
+            item.quality = {**item.quality, "gates": "passed", "checks": checks, "template_validity": {
+                "template": v.template_key(item), "best_blind_baseline": t["best_blind_baseline"],
+                "best_blind_lift": t["best_blind_lift"], "above_threshold": t["above_threshold"],
+                "blocked": t["blocked"], "reasons": t["reasons"], "max_blind_lift": params.validity.max_blind_lift}}
             item.status = "kept"
             kept.append(item)
     assign_splits(kept, params)
@@ -143,9 +173,39 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
     report.metrics["underfilled_cells"] = bal["underfilled_cells"]
     report.metrics["answer_position_counts"] = bal["distribution"]["answer_letter"]
     report.metrics["split_counts"] = dict(sorted(Counter(i.split for i in kept).items()))
+    kept_by_t = Counter(v.template_key(i) for i in kept)
+    for t, entry in templates.items():
+        entry["kept_items"] = kept_by_t.get(t, 0)
+    validity = {
+        "max_blind_lift": params.validity.max_blind_lift, "block": params.validity.block,
+        "baselines": list(params.validity.baselines),
+        "overall": {**v.overall_blind(measured, templates),
+                    "kept_items": len(kept), "kept_effective_items": v.effective_items(kept),
+                    "templates_above_threshold": sorted(t for t, e in templates.items() if e["above_threshold"]),
+                    "templates_blocked": sorted(t for t, e in templates.items() if e["blocked"]),
+                    "items_blocked": sum(e["items"] for e in templates.values() if e["blocked"]),
+                    "answered_without_image": {m: r["answered_without_image"]
+                                               for m, r in (models.get("models") or {}).items()}},
+        "templates": templates,
+        "model_baselines": {k: val for k, val in models.items() if k != "models"} | {
+            "models": {m: {k: val for k, val in r.items() if k != "templates"}
+                       for m, r in (models.get("models") or {}).items()}},
+        # every rated item, the ones dropped as too easy included, so the bias toward the filter models shows
+        "difficulty_by_model": v.difficulty_by_model(valid) if params.difficulty_models else
+        "skipped: no difficulty_models in filter params",
+        "leaks": dict(sorted(Counter(r for rs in reasons.values() for r in rs
+                                     if r.startswith(("answer_leak", "sibling"))).items())),
+    }
+    report.metrics["validity"] = {"templates_blocked": validity["overall"]["templates_blocked"],
+                                  "items_blocked": validity["overall"]["items_blocked"]}
     report.outputs = len(kept)
     with staged_dir(dst) as staging:
         write_jsonl(staging / "items.jsonl", kept)
         write_jsonl(staging / "rejected.jsonl", rejected)
+        write_json(staging / "validity.json", validity)
+    if validity_path is not None:
+        write_json(validity_path, validity)
+    if plot_path is not None:
+        write_json(plot_path, v.plot_rows(templates))
     report.write(report_path)
     return report

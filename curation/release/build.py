@@ -16,9 +16,10 @@ from curation.params import ReleaseParams
 from curation.paths import inside
 from curation.records import read_jsonl, sha256_file, staged_dir, write_bytes, write_json, write_text
 from curation.release import croissant
-from curation.release.card import DIGEST_PLACEHOLDER, distribution_plot, render_card, with_digest
+from curation.release.card import DIGEST_PLACEHOLDER, distribution_plot, render_card, template_validity, with_digest
 from curation.release.rebuild import reference
 from curation.report import Report
+from curation.review.evidence import release_evidence
 from curation.schema import Item, ReleaseManifest
 
 MANIFEST = "manifest.json"
@@ -85,6 +86,7 @@ def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Re
             "difficulty": item.difficulty or "", "review_status": item.status,
             "review_verdict": (item.review.final_verdict if item.review else None) or "", "source": item.source.value,
             "license": item.license, "attribution": item.attribution or "",
+            "evidence": release_evidence(item, mode, image_files),
         })
     return rows
 
@@ -103,7 +105,7 @@ def _write_parquet(rows: list[dict[str, Any]], root: Path, arrow_copy: bool = Fa
         "visual_dims": Sequence(Value("string")), "reasoning_dims": Sequence(Value("string")),
         "template_id": Value("string"), "difficulty": Value("string"), "review_status": Value("string"),
         "review_verdict": Value("string"), "source": Value("string"), "license": Value("string"),
-        "attribution": Value("string"),
+        "attribution": Value("string"), "evidence": Value("string"),
     })
     written = []
     splits = {}
@@ -144,8 +146,23 @@ def _tree_digest(root: Path) -> str:
     return h.hexdigest()
 
 
+def _validity_report(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("validity report not found (run the filter stage first)", path) from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InputError("validity report is not valid JSON", path) from None
+    if not isinstance(report, dict) or not isinstance(report.get("templates"), dict):
+        raise InputError("not a validity report (no templates)", path)
+    return report
+
+
 def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | None = None,
-        params_file: Path = Path("params.yaml"), lock_file: Path = Path("dvc.lock")) -> Report:
+        params_file: Path = Path("params.yaml"), lock_file: Path = Path("dvc.lock"),
+        validity: Path | None = None) -> Report:
     from curation.deid.verify import verify_dir
 
     src, releases = Path(src), Path(releases)
@@ -159,6 +176,12 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
     unreviewed = [i for i in items if i.status != "reviewed"]
     if params.require_review and unreviewed:
         raise VerificationError(f"{len(unreviewed)} items lack expert review and release.require_review is true")
+    shipped = [i for i in items if params.redistribution.get(i.source.value, "pixels") != "exclude"]
+    gate = template_validity(shipped, _validity_report(validity), params.allow_shortcut_templates)
+    if gate["refused"]:
+        raise VerificationError(f"template(s) {', '.join(gate['refused'])} beat chance blind or without the image by "
+                                "more than filter.validity.max_blind_lift and were not blocked; block them or name "
+                                "them in release.allow_shortcut_templates")
     staging_parent = releases / f".{name}.building"
     shutil.rmtree(staging_parent, ignore_errors=True)
     with staged_dir(staging_parent) as staging:
@@ -186,7 +209,8 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
         ag = review_agreement({i.item_id: i.review.decisions for i in items if i.review and i.review.decisions})
         agreement = {"doubly_reviewed": ag["doubly_reviewed"], "kappa": ag["cohen_kappa_verdict"],
                      "alpha": ag["krippendorff_alpha_verdict"]}
-        write_text(staging / "README.md", render_card(params, name, rows, counts, files, dict(checks), agreement))
+        write_text(staging / "README.md", render_card(params, name, rows, counts, files, dict(checks), agreement,
+                                                          validity=gate))
         findings = verify_dir(staging)
         if findings:
             report.metrics["deid_findings"] = [f.line() for f in findings[:50]]

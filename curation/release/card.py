@@ -30,9 +30,10 @@ def stated_digest(card: str) -> str | None:
 
 def render_card(params: ReleaseParams, name: str, rows: list[dict[str, Any]], counts: dict[str, dict[str, int]],
                 files: list[str], checks: dict[str, int] | None = None, agreement: dict[str, Any] | None = None,
-                manifest_sha256: str = DIGEST_PLACEHOLDER) -> str:
+                manifest_sha256: str = DIGEST_PLACEHOLDER, validity: dict[str, Any] | None = None) -> str:
     text = resources.files("curation.release").joinpath("card.md.j2").read_text()
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["pct"] = pct
     n = len(rows)
     size = "n<1K" if n < 1000 else ("1K<n<10K" if n < 10000 else "10K<n<100K")
     sources: dict[str, dict[str, Any]] = {}
@@ -46,7 +47,7 @@ def render_card(params: ReleaseParams, name: str, rows: list[dict[str, Any]], co
         params=params, name=name, n=n, size=size, counts=counts, files=files,
         splits=sorted({f.split("/")[1].split("-")[0] for f in files}), sources=sources,
         redistribution=params.redistribution, checks=checks or {}, agreement=agreement or {},
-        manifest_sha256=manifest_sha256,
+        manifest_sha256=manifest_sha256, validity=validity or template_validity([], None, []),
     )
 
 
@@ -74,3 +75,48 @@ def distribution_plot(counts: dict[str, dict[str, int]]) -> bytes:
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)
     return buf.getvalue()
+
+
+def template_validity(items: list[Any], report: dict[str, Any] | None,
+                      allowed: list[str]) -> dict[str, Any]:
+    """The card's validity section: per template in the release, its items, what its images show (target and
+    view from ``Item.evidence``), its dimension tags and the validity figures the filter stage measured; templates
+    the filter blocked; and the templates that would make the release refuse to build (``refused``)."""
+    from collections import Counter
+
+    from curation.quality.validity import template_key
+
+    measured = (report or {}).get("templates", {})
+    out: dict[str, Any] = {"templates": {}, "blocked": {}, "refused": [], "allowed": [], "unmeasured_items": 0,
+                           "overall": (report or {}).get("overall"), "report": report is not None,
+                           "threshold": (report or {}).get("max_blind_lift"),
+                           "models": ((report or {}).get("model_baselines") or {}).get("status", "not measured")}
+    by_t: dict[str, list[Any]] = {}
+    for i in items:
+        by_t.setdefault(template_key(i), []).append(i)
+    for t, its in sorted(by_t.items()):
+        stamp = next((i.quality.get("template_validity") for i in its if i.quality.get("template_validity")), None)
+        entry = measured.get(t) or {}
+        above = bool((stamp or {}).get("above_threshold") or entry.get("above_threshold"))
+        if stamp is None and not entry:
+            out["unmeasured_items"] += len(its)
+        if above:
+            (out["allowed"] if t in allowed else out["refused"]).append(t)
+        ev = [e for i in its for e in i.evidence]
+        out["templates"][t] = {
+            "items": len(its),
+            "targets": dict(Counter(e.target or "-" for e in ev).most_common()),
+            "views": dict(Counter(" ".join(x for x in (e.sequence, e.plane) if x) or "-" for e in ev).most_common()),
+            "visual_dims": dict(sorted(Counter(d.value for i in its for d in i.visual_dims).items())),
+            "reasoning_dims": dict(sorted(Counter(d.value for i in its for d in i.reasoning_dims).items())),
+            "above_threshold": above, "measured": entry or None,
+            "reasons": entry.get("reasons") or (stamp or {}).get("reasons") or [],
+        }
+    for t, entry in sorted(measured.items()):
+        if entry.get("blocked"):
+            out["blocked"][t] = {"items": entry["items"], "reasons": entry["reasons"], "detail": entry.get("detail")}
+    return out
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}"

@@ -350,10 +350,13 @@ def evaluate(
         if not (base_url and model):
             raise typer.BadParameter("--base-url and --model go together")
         models.append(ModelSpec(name=model.replace("/", "_"), model=model, base_url=base_url))
-    if not models:
+    from curation.evaluate.run import release_is_empty
+
+    if not models or release_is_empty(release_dir):
         from curation.evaluate.run import write_skipped
 
-        reason = "no model configured (give --base-url and --model, or evaluate.models in params.yaml)"
+        reason = ("the release has no items" if release_is_empty(release_dir) else
+                  "no model configured (give --base-url and --model, or evaluate.models in params.yaml)")
         write_skipped(out, reason)
         typer.echo(f"evaluate: skipped: {reason}")
         return

@@ -114,9 +114,10 @@ class ValidityParams(Section):
 
     max_blind_lift: float = Field(0.10, ge=0, le=1)  # accuracy above chance, as a fraction (0.10 = 10 points)
     block: bool = True  # false: report only; the release then refuses such templates unless it allows them by name
+    # on a tie the first listed names the reason, so the most specific cue comes first
     baselines: list[BlindBaseline] = Field(default_factory=lambda: [
-        "majority_answer", "answer_position", "longest_option", "stem_overlap", "stated_in_context",
-        "same_stem_answer"])
+        "stated_in_context", "majority_answer", "same_stem_answer", "longest_option", "answer_position",
+        "stem_overlap"])
     models: list[ModelSpec] = Field(default_factory=list)  # empty: the llm section's model, when one is configured
     conditions: list[ImageCondition] = Field(default_factory=lambda: [
         "no_image", "own_image", "swapped_image", "blank_image"])

@@ -91,17 +91,26 @@ def leaderboard(all_metrics: dict[str, Any]) -> str:
     any_m = next(iter(all_metrics.values()))
     ks = list(any_m["pass_at_k"])
     head = ["rank", "model", "MCQ acc. % (95% CI)", "pass@1 %", *[f"pass@{k} %" for k in ks], "breadth %", "depth %",
-            "judge", "BERTScore F1", "items"]
+            "judge", "BERTScore F1", "items", "MCQ acc. % unshifted / circular"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for rank, (name, m) in enumerate(rows, 1):
         ci = m["overall"]["mcq_accuracy_ci95"]
         acc = _fmt(m["mcq_accuracy"]) + (f" ({_fmt(ci[0])}-{_fmt(ci[1])})" if ci else "")
         cells = [str(rank), name, acc, _fmt(m["pass_at_1"]), *[_fmt(m["pass_at_k"][k]) for k in ks],
                  _fmt(m["breadth"]), _fmt(m["depth"]), _fmt(m["overall"]["judge_score"], pct=False),
-                 _fmt(m["overall"]["bertscore_f1"], pct=False), str(m["overall"]["n_scored"])]
+                 _fmt(m["overall"]["bertscore_f1"], pct=False), str(m["overall"]["n_scored"]), _circular(m)]
         lines.append("| " + " | ".join(cells) + " |")
     return ("# Leaderboard\n\n" + "\n".join(lines) + "\n\nbreadth: mean pass@1 over task types; "
-            "depth: pass@1 on items that need a reasoning dimension (temporal, causal, long-tail, multi-source).\n")
+            "depth: pass@1 on items that need a reasoning dimension (temporal, causal, long-tail, multi-source); "
+            "circular: an MCQ counts only when answered right under every circular shift of its options (greedy, "
+            "one call per shift; MMBench CircularEval), beside the unshifted greedy accuracy.\n")
+
+
+def _circular(m: dict[str, Any]) -> str:
+    c = m.get("circular")
+    if not isinstance(c, dict):
+        return "-"
+    return f"{_fmt(c['vanilla_accuracy'])} / {_fmt(c['circular_accuracy'])}"
 
 
 def plots(all_metrics: dict[str, Any], folder: Path) -> list[Path]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections import Counter
-from dataclasses import dataclass, field
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +220,45 @@ def _judge_check(p: EvaluateParams) -> Any:
     return check
 
 
+def circular_eval(client: LLMClient, prompt: Prompt,
+                  items: list[EvalItem]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """MMBench's CircularEval: every MCQ asked once (greedy) under each circular shift of its options; an item
+    counts as correct only when every shift is answered right. Returns the metrics (the unshifted accuracy beside
+    the circular one, overall and per task type) and one row per item and shift."""
+    mcq = [it for it in items if it.format == "mcq" and it.answer_index is not None and len(it.options) >= 2]
+    shifted = []
+    for it in mcq:
+        n = len(it.options)
+        for k in range(n):
+            shifted.append(replace(it, item_id=f"{it.item_id}#{k}", options=it.options[k:] + it.options[:k],
+                                   answer_index=((it.answer_index or 0) - k) % n))
+    by_id = {s.item_id: s for s in shifted}
+    results: dict[str, dict[int, bool | None]] = defaultdict(dict)
+    rows = []
+    for smp in ask(client, prompt, shifted, 1, 0.0):
+        it = by_id[smp.item_id]
+        base, k = smp.item_id.rsplit("#", 1)
+        letter = extract_letter(smp.response, it.options) if smp.response is not None else None
+        ok = None if smp.response is None else letter == LETTERS[it.answer_index or 0]
+        results[base][int(k)] = ok
+        rows.append({"item_id": base, "shift": int(k), "letter": letter, "correct": ok, "error": smp.error})
+    complete = {iid: r for iid, r in results.items() if all(v is not None for v in r.values())}
+
+    def figures(ids: list[str]) -> dict[str, Any]:
+        done = [complete[i] for i in ids if i in complete]
+        return {"n_items": len(ids), "n_scored": len(done),
+                "vanilla_accuracy": round(sum(bool(r[0]) for r in done) / len(done), 4) if done else None,
+                "circular_accuracy": round(sum(all(r.values()) for r in done) / len(done), 4) if done else None}
+
+    by_type: dict[str, list[str]] = defaultdict(list)
+    for it in mcq:
+        by_type[it.task_type].append(it.item_id)
+    metrics = {**figures([it.item_id for it in mcq]), "temperature": 0.0, "shifts": len(shifted),
+               "incomplete_items": len(results) - len(complete),
+               "by_task_type": {t: figures(ids) for t, ids in sorted(by_type.items())}}
+    return metrics, rows
+
+
 def evaluate(p: EvaluateParams, release: Path, out: Path, models: list[ModelSpec]) -> dict[str, Any]:
     from curation.evaluate.report import aggregate, leaderboard, plots
 
@@ -251,6 +290,12 @@ def evaluate(p: EvaluateParams, release: Path, out: Path, models: list[ModelSpec
         if judge:
             m["judge_calls"] = judge.usage.as_metrics()
         folder = out / spec.name
+        if p.circular:
+            m["circular"], circ_rows = circular_eval(_client(spec.base_url, spec.model, spec.api_key_env, p, 0.0),
+                                                     prompt, items_list)
+            write_jsonl(folder / "circular.jsonl", circ_rows)
+        else:
+            m["circular"] = "skipped: evaluate.circular is false"
         write_jsonl(folder / "responses.jsonl", ({
             "item_id": s.item_id, "sample": s.sample, "response": s.response, "dialogue": s.dialogue,
             "error": s.error} for s in samples))
@@ -265,6 +310,12 @@ def evaluate(p: EvaluateParams, release: Path, out: Path, models: list[ModelSpec
     plots(all_metrics, out / "plots")
     return all_metrics
 
+
+
+def release_is_empty(release: Path) -> bool:
+    """A release built with zero items (every template blocked, say): a manifest and no data files."""
+    release = Path(release)
+    return (release / "manifest.json").is_file() and not any((release / "data").glob("*.parquet"))
 
 
 def write_skipped(out: Path, reason: str) -> None:

@@ -96,7 +96,8 @@ def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
     return reasons
 
 
-STRUCTURAL_OK = ("answer_leak",)  # per-item reasons that still leave an item well-formed enough to be measured
+# per-item reasons that leave an item well-formed: it is still measured with its template (cues, leaks)
+STRUCTURAL_OK = ("answer_leak", "mcq_answer_by_")
 
 
 def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = None,

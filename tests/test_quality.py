@@ -60,9 +60,9 @@ def test_near_duplicates_keep_the_best_reviewed_copy(pipeline, tmp_path):
 
 def test_near_copies_of_known_benchmark_questions_are_dropped(pipeline, tmp_path):
     items = generated(pipeline)
-    target = next(i for i in items if i.template_id == "discriminating_feature")
+    target = next(i for i in items if i.template_id == "next_management_step")
     known = tmp_path / "known.jsonl"
-    near_copy = {"question": target.question.replace("best supports", "most strongly supports"),
+    near_copy = {"question": target.question.replace("most appropriate", "best"),
                  "options": {L[n]: o for n, o in enumerate(target.options)}, "answer": target.answer}
     unrelated = {"question": "Which nerve innervates the deltoid?", "answer": "axillary"}
     known.write_text(json.dumps(near_copy) + "\n" + json.dumps(unrelated) + "\n")

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import random
+import re
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jinja2
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from curation.errors import ParamsError
-from curation.generate.facts import case_facts, lookup
+from curation.generate import tags
+from curation.generate.facts import deid_artefacts, fact_sets, lookup
+from curation.generate.tags import answer_facts
 from curation.params import GenerateParams
 from curation.records import content_hash
-from curation.schema import Case, Generator, Item, ItemFormat, ReasoningDim, TaskType, Turn, VisualDim
-
-LETTERS = "ABCDEFGH"
+from curation.schema import Case, Evidence, Generator, Item, ItemFormat, TaskType, Turn
 
 
 class Distractors(BaseModel):
@@ -26,13 +28,14 @@ class Distractors(BaseModel):
 
 
 class Template(BaseModel):
+    """One question template. Its dimension tags are not declared here: they are computed per item (tags.py)."""
+
     model_config = ConfigDict(extra="forbid")
     id: str
     version: int
+    kind: Literal["visit", "pair"] = "visit"  # facts and images of one visit, or of a registered baseline/follow-up
     task_type: TaskType
     format: ItemFormat
-    visual_dims: list[VisualDim] = Field(default_factory=list)
-    reasoning_dims: list[ReasoningDim] = Field(default_factory=list)
     sources: list[str] | None = None
     requires: list[str]
     images: list[str] = Field(default_factory=list)
@@ -83,9 +86,6 @@ class Engine:
             raise ParamsError(f"cannot read knowledge table ({exc.__class__.__name__})", params.knowledge) from None
         self._compiled: dict[str, jinja2.Template] = {}
         self.env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
-        # per-template counters: the correct letter cycles within each template, so it is uniform over the set
-        # and a changed template moves only its own items
-        self.mcq_counter: dict[str, int] = {}
 
     def render(self, text: str, facts: dict[str, Any]) -> str:
         compiled = self._compiled.get(text)
@@ -95,15 +95,13 @@ class Engine:
 
     def distractor_pool(self, spec: Distractors, facts: dict[str, Any], answer: str) -> list[str]:
         kb = self.knowledge
-        # a quoted key is literal ("'ex vacuo ventriculomegaly'"); otherwise it names a fact
+        # a quoted key is literal ("'Glioblastoma'"); otherwise it names a fact
         if spec.key and spec.key.startswith("'"):
             key = spec.key.strip("'")
         else:
             key = lookup(facts, spec.key) if spec.key else None
         if spec.table == "case_differential_then_differentials":
             pool = list(facts.get("differential", [])) + list(kb.get("differentials", {}).get(key, []))
-        elif spec.table == "trends_plus":
-            pool = list(kb.get("trends", [])) + ["cannot be assessed from imaging", "fluctuating"]
         else:
             table = kb.get(spec.table, [])
             # a list is the pool itself; a mapping is keyed by a fact (the answer, if listed, is dropped below)
@@ -117,58 +115,102 @@ class Engine:
         return out
 
     def generate(self, case: Case) -> tuple[list[Item], dict[str, int]]:
-        facts = case_facts(case, self.knowledge)
+        """The items of one case: per template, from the first fact set (visit, or registered pair) that has what
+        it requires; at most one item per case and answered fact. Answer letters are set by ``finalize``."""
+        sets = fact_sets(case, self.knowledge)
         items: list[Item] = []
-        skipped: dict[str, int] = {}
+        skipped: Counter[str] = Counter()
+        asked: set[frozenset[str]] = set()
+        answered: set[str] = set()
         for t in self.templates:
             if t.sources and case.source.value not in t.sources:
                 continue
-            missing = [r for r in t.requires if lookup(facts, r) is None]
-            if missing:
-                key = f"{t.id}:missing_{missing[0]}"
-                skipped[key] = skipped.get(key, 0) + 1
+            answers = answer_facts(t.answer)
+            candidates = [f for f in sets if f["kind"] == t.kind]
+            facts = next((f for f in candidates if all(lookup(f, r) is not None for r in t.requires)), None)
+            if facts is None:
+                first = candidates[0] if candidates else {}
+                missing = next((r for r in t.requires if lookup(first, r) is None), t.kind)
+                skipped[f"{t.id}:missing_{missing}"] += 1
+                continue
+            if answers in asked:  # the same fact of the same case is asked once
+                skipped[f"{t.id}:fact_already_asked"] += 1
                 continue
             try:
-                item = self._item(t, case, facts)
+                item, why_not = self._item(t, case, facts, answers)
             except jinja2.TemplateError as exc:
-                key = f"{t.id}:render_error:{type(exc).__name__}"
-                skipped[key] = skipped.get(key, 0) + 1
+                skipped[f"{t.id}:render_error:{type(exc).__name__}"] += 1
                 continue
-            if item is not None:
-                items.append(item)
-        return items, skipped
+            if item is None:
+                skipped[f"{t.id}:{why_not}"] += 1
+                continue
+            if _norm(item.answer) in answered:  # two facts with one value ask the same thing twice
+                skipped[f"{t.id}:answer_already_asked"] += 1
+                continue
+            asked.add(answers)
+            answered.add(_norm(item.answer))
+            items.append(item)
+        return items, dict(skipped)
 
-    def _item(self, t: Template, case: Case, facts: dict[str, Any]) -> Item | None:
+    def _item(self, t: Template, case: Case, facts: dict[str, Any],
+              answers: frozenset[str]) -> tuple[Item | None, str]:
         ctx = self.render(t.context, facts) if t.context else ""
         question = self.render(t.question, facts)
         answer = self.render(t.answer, facts)
-        images = [lookup(facts, sel) for sel in t.images]
-        used = {r: lookup(facts, r) for r in t.requires}
+        evidence = [Evidence(**ev) for sel in t.images if isinstance(ev := lookup(facts, sel), dict)]
+        if len(evidence) != len(t.images):
+            return None, "image_without_evidence"
         seed = int(content_hash([self.params.seed, case.case_id, t.id, t.version], 8), 16)
         options: list[str] = []
-        answer_index = None
         if t.format == ItemFormat.mcq and t.distractors is not None:
             pool = self.distractor_pool(t.distractors, facts, answer)
-            rng = random.Random(seed)
-            rng.shuffle(pool)
-            chosen = pool[: self.params.n_options - 1]
-            n = self.mcq_counter.get(t.id, int(content_hash(t.id, 4), 16))
-            answer_index = n % (len(chosen) + 1)
-            self.mcq_counter[t.id] = n + 1
-            options = chosen[:answer_index] + [answer] + chosen[answer_index:]
+            random.Random(seed).shuffle(pool)
+            options = [answer, *pool[: self.params.n_options - 1]]  # the answer's place is set by finalize
+            if len(options) < 2:
+                return None, "no_distractors"
         turns = [Turn(role=tt["role"], text=self.render(tt["text"], facts)) for tt in t.turns]  # type: ignore[arg-type]
-        body = {
-            "case_id": case.case_id, "template": t.id, "version": t.version, "question": question,
-            "options": options, "answer": answer, "context": ctx, "images": images,
-            "turns": [x.model_dump() for x in turns],
-        }
+        reference = self.render(t.reference_answer, facts) if t.reference_answer else None
+        rationale = self.render(t.rationale, facts) if t.rationale else None
+        shown = " ".join([ctx, question, *options, *(x.text for x in turns)])
+        if deid_artefacts(" ".join([shown, reference or "", rationale or ""])):
+            return None, "deid_artefact_in_text"
+        if _norm(answer) and _norm(answer) in _norm(" ".join([ctx, question])):
+            return None, "answer_in_text"
+        visual, reasoning = tags.compute(t.task_type, answers, t.context, evidence, facts, self.knowledge)
+        used = {r: lookup(facts, r) for r in t.requires if not r.startswith("image")}
         return Item(
-            item_id="itm-" + content_hash(body), case_id=case.case_id, source=case.source, task_type=t.task_type,
-            format=t.format, question=question, options=options, answer=answer, answer_index=answer_index,
-            reference_answer=self.render(t.reference_answer, facts) if t.reference_answer else None,
-            rationale=self.render(t.rationale, facts) if t.rationale else None, turns=turns,
-            images=[i for i in images if i], context=ctx, visual_dims=t.visual_dims, reasoning_dims=t.reasoning_dims,
-            template_id=t.id, facts={k: v for k, v in used.items() if not str(k).startswith("image")},
+            item_id="", case_id=case.case_id, source=case.source, task_type=t.task_type,
+            format=t.format, question=question, options=options, answer=answer,
+            answer_index=0 if options else None, reference_answer=reference, rationale=rationale, turns=turns,
+            images=[e.image for e in evidence], evidence=evidence, context=ctx, visual_dims=visual,
+            reasoning_dims=reasoning, template_id=t.id,
+            facts={**used, "visit": facts.get("visit_id"), "answer_facts": sorted(answers)},
             generator=Generator(kind="template", template_id=t.id, template_version=str(t.version), seed=seed),
             license=case.license, attribution=case.attribution, status="draft",
-        )
+        ), ""
+
+    def finalize(self, items: list[Item]) -> list[Item]:
+        """Place each MCQ's answer so that every letter is keyed equally often within a template (round robin in
+        the order of a per-case hash, so the letter does not depend on which cases were generated first), then
+        give every item its content id."""
+        by_template: dict[str, list[Item]] = {}
+        for it in items:
+            if it.options and it.answer_index is not None:
+                by_template.setdefault(it.template_id or "", []).append(it)
+        for group in by_template.values():
+            group.sort(key=lambda i: content_hash([self.params.seed, i.template_id, i.case_id]))
+            for n, it in enumerate(group):
+                others = [o for k, o in enumerate(it.options) if k != it.answer_index]
+                at = n % len(it.options)
+                it.options = others[:at] + [it.answer] + others[at:]
+                it.answer_index = at
+        for it in items:
+            body = {"case_id": it.case_id, "template": it.template_id, "version": it.generator.template_version,
+                    "question": it.question, "options": it.options, "answer": it.answer, "context": it.context,
+                    "images": it.images, "turns": [x.model_dump() for x in it.turns]}
+            it.item_id = "itm-" + content_hash(body)
+        return items
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())

@@ -1,29 +1,339 @@
-"""The facts a template may ask for, derived from one case; a missing fact is simply absent."""
+"""The facts a template may ask for, one set per visit (or per registered pair of visits) of one case.
+
+Every fact and every image in a set comes from the same visit, so an item never pairs the clinical values of one
+visit with the image of another. Images are evidence: the render of a series placed on the template's target
+(hippocampus, lateral ventricles, lesion, whole brain) by the normalize stage, with its slice and position in mm.
+A missing fact is simply absent; a template that requires it is not made from that set.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any
 
-from curation.schema import Case, Series
+from curation.schema import Case, Evidence, Render, Series, Visit
 
 SEX_WORD = {"F": "woman", "M": "man"}
+LESION_SEQUENCES = ("FLAIR", "T2w", "DWI", "SWI")
+TARGET_SEQUENCE = "T1w"  # the anatomy of dementia items is read on T1-weighted images
+# a placeholder left by text de-identification ([NAME], [ID-3fa2c1]) or a full date, which item text never carries
+PLACEHOLDER = re.compile(r"\[[A-Z][A-Z_]+(?:-[0-9a-f]{4,})?\]")
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"
+FULL_DATE = re.compile(rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b|\b\d{{1,2}} {_MONTH} \d{{4}}\b"
+                       rf"|\b{_MONTH} \d{{1,2}},? \d{{4}}\b")
+POSITION_TOLERANCE_MM = 0.51
 
 
-def _render(series: Series, role: str = "mid", plane: str = "axial") -> str | None:
-    for r in series.renders:
-        if r.plane == plane and r.role == role:
-            return r.path
-    for r in series.renders:
-        if r.plane == plane:
-            return r.path
+def deid_artefacts(text: str) -> list[str]:
+    """The placeholders and full dates in ``text`` (an item must have none)."""
+    return PLACEHOLDER.findall(text) + FULL_DATE.findall(text)
+
+
+def fact_sets(case: Case, knowledge: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fact sets of ``case``: one per imaging visit in visit order, then baseline/follow-up pairs; a case without
+    imaging visits (a case report, a Radiopaedia case) has one set holding its figures."""
+    common = _case_facts(case, knowledge)
+    out: list[dict[str, Any]] = []
+    visits = [v for v in case.visits if v.series and not v.scores.get("reliability_rescan")]
+    findings_visit = visits[0].visit_id if len(visits) == 1 else None  # report findings belong to a lone study
+    for visit in visits:
+        f = {**common, "kind": "visit", "visit_id": visit.visit_id}
+        _visit_facts(f, case, visit, knowledge)
+        if visit.visit_id == findings_visit or not visits:
+            _finding_facts(f, case, knowledge)
+        out.append(f)
+    if not visits:
+        f = {**common, "kind": "visit", "visit_id": None, "image": {}}
+        if case.diagnosis.primary:
+            f["dx"] = case.diagnosis.primary
+        _figure_facts(f, case)
+        _finding_facts(f, case, knowledge)
+        out.append(f)
+    pair = _pair_facts(case, visits, common, knowledge)
+    if pair is not None:
+        out.append(pair)
+    return out
+
+
+# ----------------------------------------------------------------------------- case-wide facts
+def _case_facts(case: Case, knowledge: dict[str, Any]) -> dict[str, Any]:
+    f: dict[str, Any] = {"source": case.source.value, "case_id": case.case_id}
+    if case.diagnosis.differential:
+        f["differential"] = list(case.diagnosis.differential)
+    if case.patient.sex in SEX_WORD:
+        f["sex_word"] = SEX_WORD[case.patient.sex]
+    if case.patient.age is not None:
+        f["age"] = case.patient.age
+        f["age_phrase"] = _age_phrase(case.patient.age, case.patient.age_90_plus)
+    context = clinical_context(case.presentation, knowledge)
+    if context:
+        f["presentation"] = context
+    if case.ehr.get("APOE4") is not None:
+        f["apoe4"] = _fmt(_num(case.ehr["APOE4"]))
+    return f
+
+
+def _age_phrase(age: int, ninety_plus: bool) -> str:
+    """With its article: "a 74-year-old", "an 88-year-old", "a 90-year-old or older"."""
+    if ninety_plus or age >= 90:
+        return "a 90-year-old or older"
+    return f"{'an' if str(age).startswith('8') or age in (11, 18) else 'a'} {age}-year-old"
+
+
+def clinical_context(text: str, knowledge: dict[str, Any]) -> str:
+    """The presentation as an item may show it: the sentences before imaging, diagnosis, treatment or outcome are
+    told, with the placeholders and dates that de-identification left removed (a sentence that keeps one is
+    dropped). Ages and intervals stay; a date of birth or of admission does not."""
+    cut = [re.compile(p, re.IGNORECASE) for p in knowledge.get("context_cut", [])]
+    kept = []
+    for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text.strip()):
+        if any(c.search(sentence) for c in cut):
+            break
+        s = _scrub(sentence)
+        if s and not deid_artefacts(s):
+            kept.append(s)
+    return " ".join(kept)
+
+
+_TITLE = r"(?:Mr|Mrs|Ms|Miss|Mx|Dr)\.?\s*"
+_PH = r"\[[A-Z][A-Z_]+(?:-[0-9a-f]{4,})?\]"
+
+
+def _scrub(s: str) -> str:
+    """Remove identifying fragments around de-identification placeholders and dates without breaking the sentence."""
+    date = FULL_DATE.pattern
+    # a parenthesis holding a placeholder or a date: "(DOB 1957-04-05, [ADDRESS])"
+    s = re.sub(rf"\s*\([^()]*(?:{_PH}|{date})[^()]*\)", "", s)
+    # an apposition naming the patient: ", Mr. [NAME] of [ADDRESS],"
+    s = re.sub(rf",\s*{_TITLE}{_PH}[^,.]*,", "", s)
+    # "Ms. [NAME], a 29-year-old teacher, presented" -> "A 29-year-old teacher presented"
+    s = re.sub(rf"^{_TITLE}{_PH},\s*(an?)\s+([^,]+),\s*", lambda m: f"{m.group(1).capitalize()} {m.group(2)} ", s)
+    s = re.sub(rf"^{_TITLE}{_PH}\s*", "The patient ", s)
+    # "on 2020-01-31", "since 02/06/2020"
+    s = re.sub(rf"\s+(?:on|since|from|at|dated)\s+(?:{date})", "", s)
+    # a relative or place named after its role: "his wife [NAME]", "of [ADDRESS]"
+    s = re.sub(rf"\s+(?:of|from|in|at)\s+{_PH}", "", s)
+    s = re.sub(rf"\s*(?:{_TITLE})?{_PH}(?=[\s,.;:])", "", s)
+    s = re.sub(r"\s+([,.;:])", r"\1", re.sub(r"\s{2,}", " ", s)).strip()
+    s = re.sub(r",\s*,", ",", s)
+    return s[:1].upper() + s[1:] if s else s
+
+
+# ----------------------------------------------------------------------------- one visit
+def _visit_facts(f: dict[str, Any], case: Case, visit: Visit, knowledge: dict[str, Any]) -> None:
+    days = visit.days_from_baseline or 0
+    if case.patient.age is not None:
+        age = case.patient.age + int(days / 365.25)  # age at the scan, not at baseline
+        f["age"] = min(age, 90)
+        f["age_phrase"] = _age_phrase(age, case.patient.age_90_plus)
+    dx = visit.diagnosis or (case.diagnosis.primary if len([v for v in case.visits if v.series]) == 1 else None)
+    if dx:
+        f["dx"] = dx
+    scores = dict(visit.scores)
+    for key, names in {"mmse": ("MMSE",), "cdr": ("CDR",), "cdrsb": ("CDRSB", "CDRSUM")}.items():
+        v = _score(scores, *names)
+        if v is not None:
+            f[key] = _fmt(v)
+    images: dict[str, dict[str, Any]] = {}
+    t1 = _first(visit, TARGET_SEQUENCE)
+    if t1 is not None:
+        for name, target in (("hippocampus", "hippocampus"), ("ventricles", "lateral_ventricles"),
+                             ("brain", "brain")):
+            r = target_render(t1, target)
+            if r is not None:
+                images[name] = _evidence(r, t1, visit, target).model_dump()
+        # a volume measure goes with the image it was measured on: the visit's own T1-weighted series
+        _graded_facts(f, scores, knowledge, images)
+    lesion = next(((s, r) for s in visit.series if s.sequence in LESION_SEQUENCES and _usable(s)
+                   for r in [target_render(s, "lesion")] if r is not None), None)
+    if lesion is not None:
+        images["lesion"] = _evidence(lesion[1], lesion[0], visit, "lesion").model_dump()
+    known = [s for s in visit.series if s.sequence and _usable(s) and _mid(s) is not None]
+    if known:
+        # which series a sequence question shows is drawn per case, so the answer is not always the first sequence
+        s = known[int(hashlib.sha256(case.case_id.encode()).hexdigest(), 16) % len(known)]
+        images["sequence_known"] = _evidence(_mid(s), s, visit, None).model_dump()  # type: ignore[arg-type]
+        f["sequence"] = s.sequence
+        if len({k.sequence for k in known}) >= 2:  # a one-sequence visit would make the answer a constant
+            f["sequence_choices"] = sorted({k.sequence for k in known if k.sequence})
+    f["image"] = images
+
+
+def _graded_facts(f: dict[str, Any], scores: dict[str, Any], knowledge: dict[str, Any],
+                  images: dict[str, Any]) -> None:
+    grades = knowledge.get("grades", {})
+    hip, vent, nwbv = _score(scores, "Hippocampus"), _score(scores, "Ventricles"), _score(scores, "nWBV")
+    if hip is not None and "hippocampus" in images and isinstance(f.get("age"), int):
+        f["hippocampus_ml"] = round(hip / 1000, 2)
+        bands = next((b for upper, b in knowledge.get("hippocampus_ml_by_age", []) if f["age"] < upper), None)
+        g = _grade(f["hippocampus_ml"], bands or [])
+        if g:
+            f["hippocampal_grade"] = g
+    if vent is not None and "ventricles" in images:
+        f["ventricles_ml"] = round(vent / 1000, 1)
+        g = _grade(f["ventricles_ml"], grades.get("ventricles_ml", []))
+        if g:
+            f["ventricle_grade"] = g
+    if nwbv is not None and "brain" in images:
+        f["nwbv"] = round(nwbv, 3)
+        g = _grade(f["nwbv"], grades.get("nwbv", []))
+        if g:
+            f["atrophy_grade"] = g
+
+
+# ----------------------------------------------------------------------------- baseline and follow-up
+def _pair_facts(case: Case, visits: list[Visit], common: dict[str, Any],
+                knowledge: dict[str, Any]) -> dict[str, Any] | None:
+    """Baseline and the last follow-up whose T1w was registered to the baseline's and rendered at the same
+    position in mm; None when no such pair exists."""
+    dated = [v for v in visits if v.days_from_baseline is not None and _first(v, TARGET_SEQUENCE) is not None]
+    if len(dated) < 2:
+        return None
+    v0 = dated[0]
+    s0 = _first(v0, TARGET_SEQUENCE)
+    assert s0 is not None
+    for v1 in reversed(dated[1:]):
+        s1 = _first(v1, TARGET_SEQUENCE)
+        if s1 is None or (v1.days_from_baseline or 0) <= (v0.days_from_baseline or 0):
+            continue
+        if not registered_to(s1, s0):
+            continue
+        images: dict[str, Any] = {}
+        for name, target in (("ventricles", "lateral_ventricles"), ("hippocampus", "hippocampus")):
+            r0, r1 = target_render(s0, target), target_render(s1, target)
+            if r0 and r1 and r0.position_mm is not None and r1.position_mm is not None \
+                    and abs(r0.position_mm - r1.position_mm) <= POSITION_TOLERANCE_MM and r0.plane == r1.plane:
+                images[f"baseline_{name}"] = _evidence(r0, s0, v0, target).model_dump()
+                images[f"followup_{name}"] = _evidence(r1, s1, v1, target).model_dump()
+        if not images:
+            continue
+        f: dict[str, Any] = {**common, "kind": "pair", "visit_id": f"{v0.visit_id}+{v1.visit_id}", "image": images}
+        days = (v1.days_from_baseline or 0) - (v0.days_from_baseline or 0)
+        f["interval"] = f"{round(days / 30.44)} months" if days < 730 else f"{days / 365.25:.1f} years"
+        if case.patient.age is not None:
+            f["age_phrase"] = _age_phrase(case.patient.age + int((v0.days_from_baseline or 0) / 365.25),
+                                          case.patient.age_90_plus)
+        m0 = _score(v0.scores, "MMSE")
+        if m0 is not None:
+            f["mmse_baseline"] = _fmt(m0)
+        order = knowledge.get("stage_order", [])
+        if v0.diagnosis in order and v1.diagnosis in order:
+            f["dx_baseline"], f["dx_followup"] = v0.diagnosis, v1.diagnosis
+            step = order.index(v1.diagnosis) - order.index(v0.diagnosis)
+            f["conversion"] = knowledge["conversions"]["progressed" if step > 0 else
+                                                       ("improved" if step < 0 else "stable")]
+        vent0, vent1 = _score(v0.scores, "Ventricles"), _score(v1.scores, "Ventricles")
+        if vent0 and vent1 is not None and "baseline_ventricles" in images:
+            f["ventricle_change"] = _grade(vent1 / vent0, knowledge.get("changes", {}).get("ventricles_ml", []))
+        return f
     return None
+
+
+def registered_to(series: Series, reference: Series) -> bool:
+    """Whether ``series`` was registered onto ``reference`` (its provenance names it)."""
+    return any(step.name.startswith("register") and step.args.get("reference") == reference.series_id
+               for step in series.provenance)
+
+
+# ----------------------------------------------------------------------------- figures and report findings
+def _figure_facts(f: dict[str, Any], case: Case) -> None:
+    figs = [fig for fig in case.figures if fig.renders and not fig.missing]
+    if not figs:
+        return
+    labels = {x.label for x in case.findings if x.category == "finding" and not x.negated}
+    # the figure whose caption names a finding, else the middle one (series are listed in order)
+    named = [fig for fig in figs if any(lbl in fig.caption.lower() for lbl in labels)]
+    fig = (named or figs)[len(named or figs) // 2]
+    ev = Evidence(image=fig.renders[0].path, series_id=fig.figure_id, target="figure", plane="figure").model_dump()
+    f["image"] = {"figure": ev, "lesion": ev}
+    f["figure_id"] = fig.figure_id
+
+
+def _finding_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> None:
+    """The lesion a report describes, the deficit its presentation describes, and whether their sides agree."""
+    deficits = knowledge.get("deficits", {})
+    symptoms = set(deficits.get("contralateral", [])) | set(deficits.get("dominant_hemisphere", []))
+    symptoms |= {"headache", "optic neuritis"}
+    figure = f.get("figure_id")
+    imaging = [x for x in case.findings if x.category == "finding" and not x.negated and x.label not in symptoms
+               and (x.source_field != "presentation" or x.sequence)]
+    # findings of the figure shown come first, then those of the report
+    imaging.sort(key=lambda x: (x.source_field != f"figure:{figure}", not x.anatomy))
+    if imaging and "lesion" in f.get("image", {}):
+        x = imaging[0]
+        # a structure names where the lesion is better than a vascular territory (asked on its own below)
+        where = next((y for y in imaging if y.label == x.label and y.anatomy and not y.anatomy.endswith("territory")),
+                     x)
+        f["lesion"] = {"label": x.label, "anatomy": where.anatomy, "laterality": where.laterality or x.laterality,
+                       "sequence": x.sequence or where.sequence}
+        seen: list[str] = []
+        for y in imaging:
+            text = y.label + (f" in the {y.anatomy}" if y.anatomy else "") + (f" on {y.sequence}" if y.sequence else "")
+            if text not in seen:
+                seen.append(text)
+        f["findings_text"] = "; ".join(seen[:4])
+        territory = next((y.anatomy for y in imaging if y.anatomy and y.anatomy.endswith("territory")), None)
+        if territory:
+            f["territory"] = territory
+    pres = [x for x in case.findings if x.category == "finding" and not x.negated and x.source_field == "presentation"]
+    deficit = next((x for x in pres if x.label in symptoms and x.label != "headache" and x.label != "optic neuritis"),
+                   None)
+    lesion = f.get("lesion")
+    if deficit is not None and lesion and lesion.get("laterality") in ("left", "right"):
+        right_handed = case.patient.handedness != "L" and not re.search(r"left-handed", case.presentation, re.I)
+        kind = "contralateral" if deficit.label in deficits.get("contralateral", []) else "dominant"
+        f["deficit"] = {"label": deficit.label, "side": deficit.laterality, "kind": kind}
+        if kind == "contralateral":
+            ok = deficit.laterality in ("left", "right") and deficit.laterality != lesion["laterality"]
+        else:
+            ok = right_handed and lesion["laterality"] == "left"
+        if ok:  # a lesion on the wrong side does not explain the deficit; no item says that it does
+            f["deficit_matches_lesion"] = True
+    dx = f.get("dx")
+    steps = knowledge.get("next_steps", {}).get(dx or "", [])
+    if steps:
+        f["next_step"] = steps[0]
+
+
+# ----------------------------------------------------------------------------- helpers
+def target_render(series: Series, target: str) -> Render | None:
+    """The render the normalize stage placed on ``target`` (montage counts as the whole brain)."""
+    for r in series.renders:
+        if r.role == "target" and r.target == target:
+            return r
+    if target == "brain":
+        return next((r for r in series.renders if r.role == "montage"), None)
+    return None
+
+
+def _mid(series: Series) -> Render | None:
+    return next((r for r in series.renders if r.plane == "axial" and r.role == "mid"), None)
+
+
+def _usable(series: Series) -> bool:
+    return bool(series.renders) and series.qc.get("pass", True) is not False
+
+
+def _first(visit: Visit, sequence: str) -> Series | None:
+    return next((s for s in visit.series if s.sequence == sequence and _usable(s)), None)
+
+
+def _evidence(r: Render, s: Series, visit: Visit | None, target: str | None) -> Evidence:
+    return Evidence(image=r.path, series_id=s.series_id, visit_id=visit.visit_id if visit else None,
+                    sequence=s.sequence, target=target, plane=r.plane, slice_index=r.slice_index,  # type: ignore[arg-type]
+                    position_mm=r.position_mm, target_fraction=getattr(r, "target_fraction", None))
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) else None
 
 
 def _score(scores: dict[str, Any], *names: str) -> float | None:
     for n in names:
         v = scores.get(n)
         if isinstance(v, int | float):
-            return v
+            return float(v)
     return None
 
 
@@ -31,99 +341,6 @@ def _fmt(v: float | None) -> Any:
     if v is None:
         return None
     return int(v) if float(v).is_integer() else round(float(v), 1)
-
-
-def case_facts(case: Case, knowledge: dict[str, Any]) -> dict[str, Any]:
-    f: dict[str, Any] = {"source": case.source.value}
-    dx = case.diagnosis.primary
-    if dx:
-        f["dx"] = dx
-    if case.diagnosis.differential:
-        f["differential"] = list(case.diagnosis.differential)
-    if case.patient.age is not None:
-        f["age"] = f"{case.patient.age}+" if case.patient.age_90_plus else case.patient.age
-    if case.patient.sex in SEX_WORD:
-        f["sex_word"] = SEX_WORD[case.patient.sex]
-    if case.presentation.strip():
-        f["presentation"] = case.presentation.strip()
-    ehr = case.ehr
-    for key, names in {"mmse": ("MMSE",), "cdrsb": ("CDRSB", "CDRSUM"), "cdr": ("CDR",), "apoe4": ("APOE4",)}.items():
-        v = _fmt(_score(ehr, *names))
-        f[key] = v
-    if f.get("mmse") is None:
-        f.pop("mmse")
-    images: dict[str, str] = {}
-    visits = [v for v in case.visits if v.series]
-    for visit in visits:  # latest visit wins
-        for s in visit.series:
-            path = _render(s)
-            if path and s.sequence:
-                images[s.sequence] = path
-                images.setdefault("sequence_known", path)
-                f.setdefault("sequence", s.sequence)
-                if images["sequence_known"] == path:
-                    f["sequence"] = s.sequence
-    lesion_series = [s for v in visits for s in v.series if s.sequence in ("FLAIR", "T2w", "DWI")]
-    if lesion_series:
-        key = _render(lesion_series[-1], role="key") or _render(lesion_series[-1])
-        if key:
-            images["lesion"] = key
-    figs = [fig for fig in case.figures if fig.renders]
-    if figs:
-        f["figure"] = figs[len(figs) // 2].renders[0].path
-        images["figure"] = f["figure"]
-        images.setdefault("lesion", f["figure"])
-    any_img = images.get("lesion") or images.get("FLAIR") or images.get("T1w") or images.get("figure")
-    if any_img:
-        images["any"] = any_img
-    t1_visits = [(v, s) for v in visits for s in v.series if s.sequence == "T1w" and _render(s)]
-    if len(t1_visits) >= 2 and t1_visits[0][0].visit_id != t1_visits[-1][0].visit_id:
-        (v0, s0), (v1, s1) = t1_visits[0], t1_visits[-1]
-        images["baseline_T1w"], images["followup_T1w"] = _render(s0), _render(s1)
-        dated = v0.days_from_baseline is not None and v1.days_from_baseline is not None
-        if dated and not v1.scores.get("reliability_rescan"):
-            f["interval_days"] = v1.days_from_baseline - v0.days_from_baseline
-        m0, m1 = _score(v0.scores, "MMSE"), _score(v1.scores, "MMSE")
-        if m0 is not None and m1 is not None and "interval_days" in f:
-            f["mmse_baseline"], f["mmse_followup"] = _fmt(m0), _fmt(m1)
-            f["trend"] = "worsened" if m1 <= m0 - 2 else ("improved" if m1 >= m0 + 2 else "stable")
-        if v0.diagnosis and v1.diagnosis and "interval_days" in f:
-            f["dx_baseline"], f["dx_followup"] = v0.diagnosis, v1.diagnosis
-    f["image"] = images
-    positives = [x for x in case.findings if x.category == "finding" and not x.negated]
-    located = [x for x in positives if x.anatomy]
-    lesion = located[0] if located else (positives[0] if positives else None)
-    if lesion is not None and "lesion" in images:
-        f["lesion"] = {"label": lesion.label, "anatomy": lesion.anatomy, "laterality": lesion.laterality,
-                       "sequence": lesion.sequence}
-    if positives:
-        seen: list[str] = []
-        for x in positives:
-            text = x.label + (f" in the {x.anatomy}" if x.anatomy else "") + (f" on {x.sequence}" if x.sequence else "")
-            if text not in seen:
-                seen.append(text)
-        f["findings_text"] = "; ".join(seen[:4])
-    _graded_facts(f, case, knowledge)
-    excluded = [x for x in case.findings if x.category == "finding" and x.negated and x.sequence]
-    if excluded and "any" in images:
-        f["excluded"] = {"label": excluded[0].label, "sequence": excluded[0].sequence}
-    if f.get("ventricle_grade", "").endswith("enlarged") and f.get("dx") in knowledge.get("stage_order", []):
-        f["ventriculomegaly_cause"] = knowledge["discriminating_features"]["ex vacuo ventriculomegaly"][0]
-    territories = [x.anatomy for x in positives if x.anatomy and x.anatomy.endswith("territory")]
-    if territories and "lesion" in images:
-        f["territory"] = territories[0]
-    if lesion is not None and lesion.sequence and "lesion" in images:
-        f["lesion_sequence"] = lesion.sequence
-    if dx and dx in knowledge.get("discriminating_features", {}):
-        f["discriminator"] = knowledge["discriminating_features"][dx][0]
-    order = knowledge.get("stage_order", [])
-    if f.get("dx_baseline") in order and f.get("dx_followup") in order:
-        step = order.index(f["dx_followup"]) - order.index(f["dx_baseline"])
-        f["conversion"] = knowledge["conversions"]["progressed" if step > 0 else ("improved" if step < 0 else "stable")]
-    steps = knowledge.get("next_steps", {}).get(dx or "", [])
-    if steps:
-        f["next_step"] = steps[0]
-    return f
 
 
 def _grade(value: float | None, bands: list[list[Any]]) -> str | None:
@@ -134,27 +351,6 @@ def _grade(value: float | None, bands: list[list[Any]]) -> str | None:
         if value < float(bound):
             return label
     return None
-
-
-def _graded_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> None:
-    """Quantitative EHR values and the grades the knowledge table assigns them (thresholds are data)."""
-    ehr, grades = case.ehr, knowledge.get("grades", {})
-    for key, name, scale in (("hippocampus_ml", "Hippocampus", 1e-3), ("ventricles_ml", "Ventricles", 1e-3),
-                             ("nwbv", "nWBV", 1.0), ("moca", "MOCA", 1.0), ("adas13", "ADAS13", 1.0),
-                             ("faq", "FAQ", 1.0)):
-        v = _score(ehr, name)
-        if v is not None:
-            f[key] = round(v * scale, 3) if key == "nwbv" else _fmt(v * scale)
-    for key, src in (("hippocampal_grade", "hippocampus_ml"), ("ventricle_grade", "ventricles_ml"),
-                     ("atrophy_grade", "nwbv")):
-        g = _grade(f.get(src), grades.get(src, []))
-        if g:
-            f[key] = g
-    cdr = _score(ehr, "CDR")
-    if cdr is not None:
-        f["cdr_stage"] = knowledge.get("cdr_stages", {}).get(str(_fmt(cdr)))
-    if f.get("apoe4") is not None:
-        f["apoe_risk"] = knowledge.get("apoe_risk", {}).get(int(f["apoe4"]))
 
 
 def lookup(facts: dict[str, Any], dotted: str) -> Any:

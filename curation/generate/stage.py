@@ -38,12 +38,16 @@ def run(params: GenerateParams, src: Path, dst: Path, report_path: Path | None =
         return item
 
     def template_items() -> Iterator[Item]:
+        made: list[Item] = []
         for case in read_jsonl(src / "cases.jsonl", Case):
             report.inputs += 1
-            made, skipped = engine.generate(case)
+            items, skipped = engine.generate(case)
             for k, v in skipped.items():
                 report.counts[f"template_skipped:{k.split(':', 1)[1]}"] += v
-            yield from made
+                report.counts[f"template_skipped_by:{k}"] += v
+            made.extend(items)
+        # answer letters are balanced per template over the whole set, so items are placed once all are made
+        yield from engine.finalize(made)
 
     with staged_dir(dst) as staging:
         if client is None:
@@ -65,6 +69,8 @@ def run(params: GenerateParams, src: Path, dst: Path, report_path: Path | None =
             report.metrics["llm_model"] = client.model
             report.metrics["llm_cache_corrupt_entries"] = client.cache.corrupt
     report.metrics["templates"] = len(engine.templates)
+    # one item per case and answered fact: every template item counts once (LLM-written items are counted apart)
+    report.metrics["effective_template_items"] = report.counts.get("generator:template", 0)
     if client is None:
         report.skip_step("llm_augmentation", why_not or "")
     report.write(report_path)

@@ -1,0 +1,75 @@
+"""Dimension tags computed from an item (its answer's facts, its context, its evidence), never declared.
+
+- small_object: a target shown that covers under ``small_object_below`` of the brain in its slice
+- fine_detail: the answer is a grade of size or signal read off the image
+- spatial: the answer depends on locating the finding (anatomy, side, territory)
+- temporal: two time points, registered and shown at the same position
+- multi_source: the image and a non-image fact the key depends on, stated in the context, are both needed
+- long_tail: the diagnosis is rarer than the knowledge table's ``long_tail_below`` (per 100,000)
+- causal: the question asks why (a mechanism) or what to do next
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from curation.schema import Evidence, ReasoningDim, TaskType, VisualDim
+
+SMALL_OBJECT_BELOW = 0.01
+FINE_DETAIL = {"hippocampal_grade", "ventricle_grade", "atrophy_grade", "ventricle_change", "lesion.label", "sequence",
+               "conversion"}
+SPATIAL = {"lesion.anatomy", "lesion.laterality", "territory"}
+# the non-image facts each answer's key depends on (shown in the context, they make the item multi-source)
+DEPENDS_ON = {
+    "hippocampal_grade": {"age", "age_phrase"},
+    "dx": {"mmse", "presentation"},
+    "conversion": {"dx_baseline"},
+    "next_step": {"presentation"},
+    "lesion.label": {"presentation"},
+}
+CAUSAL_TASKS = {TaskType.causal_reasoning, TaskType.next_step}
+_FACT = re.compile(r"\{\{\s*([a-z_]+(?:\.[a-z_]+)*)")
+_NAMES = re.compile(r"\b([a-z_]+(?:\.[a-z_]+)*)\b")
+
+
+def answer_facts(answer_template: str) -> frozenset[str]:
+    """The facts an answer template states: ``"{{ lesion.label }} in the {{ lesion.anatomy }}"`` ->
+    {lesion.label, lesion.anatomy}."""
+    return frozenset(_FACT.findall(answer_template))
+
+
+def context_facts(context_template: str) -> set[str]:
+    """Fact names a context template refers to (inside ``{{ }}`` or ``{% %}``)."""
+    names: set[str] = set()
+    for block in re.findall(r"\{\{(.*?)\}\}|\{%(.*?)%\}", context_template):
+        for part in block:
+            names.update(_NAMES.findall(part))
+    return names
+
+
+def compute(task_type: TaskType, answers: frozenset[str], context_template: str, evidence: list[Evidence],
+            facts: dict[str, Any], knowledge: dict[str, Any],
+            small_object_below: float = SMALL_OBJECT_BELOW) -> tuple[list[VisualDim], list[ReasoningDim]]:
+    visual: list[VisualDim] = []
+    reasoning: list[ReasoningDim] = []
+    fractions = [e.target_fraction for e in evidence if e.target_fraction is not None]
+    if fractions and min(fractions) < small_object_below:
+        visual.append(VisualDim.small_object)
+    if evidence and answers & FINE_DETAIL:
+        visual.append(VisualDim.fine_detail)
+    if evidence and answers & SPATIAL:
+        visual.append(VisualDim.spatial)
+    visits = {e.visit_id for e in evidence if e.visit_id}
+    positions = {(e.target, e.plane, round(e.position_mm, 0)) for e in evidence if e.position_mm is not None}
+    if len(visits) >= 2 and len(positions) == 1:
+        reasoning.append(ReasoningDim.temporal)
+    needed = set().union(*(DEPENDS_ON.get(a, set()) for a in answers)) if answers else set()
+    if evidence and needed & context_facts(context_template):
+        reasoning.append(ReasoningDim.multi_source)
+    if task_type in CAUSAL_TASKS:
+        reasoning.append(ReasoningDim.causal)
+    prevalence = knowledge.get("prevalence_per_100k", {}).get(facts.get("dx") or "")
+    if prevalence is not None and prevalence < float(knowledge.get("long_tail_below", 20)):
+        reasoning.append(ReasoningDim.long_tail)
+    return visual, reasoning

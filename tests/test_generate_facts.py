@@ -1,0 +1,193 @@
+"""Fast unit tests of item generation on cases built in the test: one visit per item, evidence-bearing images,
+laterality, the one-item-per-fact cap, computed tags, balanced letters and clean item text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from curation.generate.engine import Engine
+from curation.generate.facts import clinical_context, deid_artefacts, fact_sets
+from curation.params import GenerateParams
+from curation.schema import (
+    Case,
+    Diagnosis,
+    Figure,
+    Finding,
+    Patient,
+    ReasoningDim,
+    Render,
+    Series,
+    SourceName,
+    Step,
+    Visit,
+    VisualDim,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+KB = yaml.safe_load((ROOT / "templates" / "knowledge" / "neurology.yaml").read_text())
+
+
+def engine(**kw) -> Engine:
+    return Engine(GenerateParams(templates_dir=str(ROOT / "templates" / "questions"),
+                                 knowledge=str(ROOT / "templates" / "knowledge" / "neurology.yaml"), **kw))
+
+
+def t1(sid: str, *, pos_hip: float = -21.0, pos_vent: float = 18.0, reference: str | None = None,
+       fraction: float | None = None) -> Series:
+    renders = [
+        Render(plane="axial", slice_index=90, path=f"r/{sid}/axial_090.png", role="mid"),
+        Render(plane="coronal", slice_index=97, path=f"r/{sid}/coronal_097.png", role="target", target="hippocampus",
+               position_mm=pos_hip, located_by="atlas_registration"),
+        Render(plane="axial", slice_index=110, path=f"r/{sid}/axial_110.png", role="target",
+               target="lateral_ventricles", position_mm=pos_vent, located_by="atlas_registration"),
+        Render(plane="montage", path=f"r/{sid}/montage_axial.png", role="montage"),
+    ]
+    prov = [Step(name="register_rigid", args={"reference": reference})] if reference else []
+    return Series(series_id=sid, sequence="T1w", format="nifti", renders=renders, qc={"pass": True}, provenance=prov)
+
+
+def adni_case(*, registered: bool = True, same_position: bool = True) -> Case:
+    v0 = Visit(visit_id="bl", days_from_baseline=0, diagnosis="mild cognitive impairment",
+               scores={"MMSE": 27.0, "Hippocampus": 6900.0, "Ventricles": 30000.0}, series=[t1("S0")])
+    v1 = Visit(visit_id="m24", days_from_baseline=731, diagnosis="Alzheimer's disease dementia",
+               scores={"MMSE": 21.0, "Hippocampus": 6000.0, "Ventricles": 40000.0},
+               series=[t1("S1", reference="S0" if registered else None, pos_vent=18.0 if same_position else 30.0,
+                          pos_hip=-21.0 if same_position else -5.0)])
+    return Case(case_id="adni-x", source=SourceName.adni, license="ADNI DUA", patient=Patient(age=69, sex="F"),
+                ehr={"MMSE": 27.0, "Hippocampus": 6900.0}, visits=[v0, v1],
+                diagnosis=Diagnosis(primary="Alzheimer's disease dementia"))
+
+
+def report_case(*, lesion_side: str, deficit_side: str, presentation: str | None = None) -> Case:
+    pres = presentation or (f"Mr. [NAME] (DOB 1957-04-05, [ADDRESS]) was brought in on 2020-01-31 with three weeks of "
+                            f"headache and new {deficit_side} arm weakness. MRI showed a mass.")
+    findings = [
+        Finding(text="weakness", label="weakness", category="finding", laterality=deficit_side,  # type: ignore[arg-type]
+                source_field="presentation"),
+        Finding(text="mass", label="mass", category="finding", anatomy="frontal lobe", laterality=lesion_side,  # type: ignore[arg-type]
+                sequence="FLAIR", source_field="notes"),
+    ]
+    fig = Figure(figure_id="s1-FLAIR-002", caption="Axial FLAIR MRI: large mass",
+                 renders=[Render(plane="figure", path="r/fig.png", role="figure")])
+    return Case(case_id="radiop-y", source=SourceName.radiopaedia, license="CC BY-NC-SA 3.0",
+                patient=Patient(age=63, sex="M"), presentation=pres, figures=[fig], findings=findings,
+                diagnosis=Diagnosis(primary="Glioblastoma", differential=["Cerebral metastasis"]))
+
+
+def by_template(items) -> dict:
+    return {i.template_id: i for i in items}
+
+
+def test_every_fact_and_image_of_an_item_comes_from_one_visit() -> None:
+    items, _ = engine().generate(adni_case())
+    got = by_template(items)
+    hip = got["hippocampal_atrophy"]
+    # baseline visit: age 69, 6.9 mL -> normal for age; the follow-up's 6.0 mL is not used with the baseline image
+    assert hip.answer == "within the normal range for age" and hip.facts["visit"] == "bl"
+    assert [e.visit_id for e in hip.evidence] == ["bl"] and hip.evidence[0].target == "hippocampus"
+    assert hip.images == ["r/S0/coronal_097.png"] and hip.evidence[0].plane == "coronal"
+    stage = got["dementia_stage_multi_source"]
+    assert stage.answer == "mild cognitive impairment" and "27/30" in stage.context  # the baseline's dx and MMSE
+    for it in items:
+        visits = {e.visit_id for e in it.evidence}
+        assert len(visits) == 1 or it.facts["visit"] == "bl+m24", it.template_id
+
+
+def test_age_is_taken_at_the_scan() -> None:
+    case = adni_case()
+    sets = fact_sets(case, KB)
+    assert [s["age"] for s in sets if s["kind"] == "visit"] == [69, 71]
+
+
+def test_pairs_need_registration_and_the_same_position() -> None:
+    got = by_template(engine().generate(adni_case())[0])
+    vc = got["ventricular_change"]
+    assert vc.answer == "enlarged" and ReasoningDim.temporal in vc.reasoning_dims
+    assert [e.visit_id for e in vc.evidence] == ["bl", "m24"]
+    assert vc.evidence[0].position_mm == vc.evidence[1].position_mm
+    assert "MMSE" not in vc.context and "21" not in vc.context  # no follow-up score to do arithmetic on
+    assert got["diagnostic_conversion"].answer == "progressed to a more severe diagnostic category"
+    for case in (adni_case(registered=False), adni_case(same_position=False)):
+        got = by_template(engine().generate(case)[0])
+        assert "ventricular_change" not in got and "diagnostic_conversion" not in got
+
+
+def test_no_item_without_an_evidence_bearing_view() -> None:
+    case = adni_case()
+    for v in case.visits:
+        for s in v.series:
+            s.renders = [r for r in s.renders if r.role == "mid"]  # only a mid-axial slice, as before the fix
+    got = by_template(engine().generate(case)[0])
+    assert not {"hippocampal_atrophy", "ventricular_size", "dementia_stage_multi_source"} & set(got)
+
+
+def test_a_lesion_on_the_wrong_side_does_not_explain_the_deficit() -> None:
+    wrong = by_template(engine().generate(report_case(lesion_side="right", deficit_side="right"))[0])
+    assert "symptom_mechanism" not in wrong
+    right = by_template(engine().generate(report_case(lesion_side="right", deficit_side="left"))[0])
+    ref = right["symptom_mechanism"].reference_answer
+    assert "right-sided lesion explains the left-sided weakness" in ref, ref
+    assert right["lesion_laterality"].answer == "right"
+
+
+def test_item_text_has_no_deid_placeholders_or_dates() -> None:
+    items, _ = engine().generate(report_case(lesion_side="right", deficit_side="left"))
+    assert items
+    for it in items:
+        text = " ".join([it.context, it.question, *it.options, it.reference_answer or "", it.rationale or ""])
+        assert not deid_artefacts(text), (it.template_id, text)
+        assert "MRI showed" not in it.context  # the presentation stops before imaging is told
+    ctx = by_template(items)["case_most_likely_diagnosis"].context
+    assert ctx == "The patient was brought in with three weeks of headache and new left arm weakness."
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Ms. [NAME], a 29-year-old teacher ([ID], phone [PHONE]), presented on 2018-05-07 with blurred vision.",
+     "A 29-year-old teacher presented with blurred vision."),
+    ("A 71-year-old man, Mr. [NAME-3fa2c1] of [ADDRESS] ([ID]), was seen on 2 Nov 2020 with aphasia. CT was normal.",
+     "A 71-year-old man was seen with aphasia."),
+    ("She was seen by Dr. [NAME] at [LOCATION] for [NAME]'s syndrome.", ""),
+])
+def test_presentations_lose_placeholders_dates_and_imaging(text: str, expected: str) -> None:
+    assert clinical_context(text, KB) == expected
+
+
+def test_one_item_per_case_and_fact() -> None:
+    items, skipped = engine().generate(report_case(lesion_side="right", deficit_side="left"))
+    keys = [(i.case_id, tuple(i.facts["answer_facts"])) for i in items]
+    assert len(keys) == len(set(keys))
+    answers = [i.answer.lower() for i in items]
+    assert len(answers) == len(set(answers))
+
+
+def test_tags_are_computed_from_the_item() -> None:
+    case = report_case(lesion_side="right", deficit_side="left")
+    got = by_template(engine().generate(case)[0])
+    assert ReasoningDim.long_tail in got["case_most_likely_diagnosis"].reasoning_dims  # glioblastoma is rare
+    assert ReasoningDim.multi_source in got["case_most_likely_diagnosis"].reasoning_dims
+    assert got["lesion_laterality"].visual_dims == [VisualDim.spatial]
+    assert ReasoningDim.causal in got["symptom_mechanism"].reasoning_dims
+    assert VisualDim.small_object not in got["lesion_recognition"].visual_dims  # size unknown: not claimed
+    adni = by_template(engine().generate(adni_case())[0])
+    assert ReasoningDim.temporal not in adni["hippocampal_atrophy"].reasoning_dims
+    assert ReasoningDim.long_tail not in adni["dementia_stage_multi_source"].reasoning_dims
+
+
+def test_answer_letters_are_balanced_and_independent_of_case_order() -> None:
+    e = engine()
+    cases = []
+    for n in range(8):
+        c = report_case(lesion_side="right", deficit_side="left")
+        cases.append(c.model_copy(update={"case_id": f"radiop-{n}"}))
+
+    def letters(order):
+        made = [it for c in order for it in e.generate(c)[0]]
+        return {(i.case_id, i.template_id): (i.answer_index, i.item_id) for i in e.finalize(made)}
+
+    forward, backward = letters(cases), letters(cases[::-1])
+    assert forward == backward
+    idx = [v[0] for (_, t), v in forward.items() if t == "case_most_likely_diagnosis"]
+    assert max(idx.count(k) for k in set(idx)) - min(idx.count(k) for k in range(2)) <= 1

@@ -82,14 +82,17 @@ def _age_phrase(age: int, ninety_plus: bool) -> str:
 
 
 def clinical_context(text: str, knowledge: dict[str, Any]) -> str:
-    """The presentation as an item may show it: the sentences before imaging, diagnosis, treatment or outcome are
-    told, with the placeholders and dates that de-identification left removed (a sentence that keeps one is
+    """The presentation as an item may show it: the sentences before imaging is told, less those naming a diagnosis,
+    treatment or outcome, with the placeholders and dates that de-identification left removed (a sentence that keeps one is
     dropped). Ages and intervals stay; a date of birth or of admission does not."""
-    cut = [re.compile(p, re.IGNORECASE) for p in knowledge.get("context_cut", [])]
+    stop = [re.compile(p, re.IGNORECASE) for p in knowledge.get("context_stop", [])]
+    drop = [re.compile(p, re.IGNORECASE) for p in knowledge.get("context_drop", [])]
     kept = []
     for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text.strip()):
-        if any(c.search(sentence) for c in cut):
+        if any(c.search(sentence) for c in stop):
             break
+        if any(c.search(sentence) for c in drop):
+            continue
         s = _scrub(sentence)
         if s and not deid_artefacts(s):
             kept.append(s)
@@ -117,6 +120,7 @@ def _scrub(s: str) -> str:
     s = re.sub(rf"\s*(?:{_TITLE})?{_PH}(?=[\s,.;:])", "", s)
     s = re.sub(r"\s+([,.;:])", r"\1", re.sub(r"\s{2,}", " ", s)).strip()
     s = re.sub(r",\s*,", ",", s)
+    s = re.sub(r"\b(with|and|of|by|to)\s*,\s*", r"\1 ", s)  # "with [NAME], nausea" -> "with nausea"
     return s[:1].upper() + s[1:] if s else s
 
 

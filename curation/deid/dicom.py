@@ -14,7 +14,7 @@ import hmac
 import io
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -716,11 +716,3 @@ def _deidentifier(params: DicomDeidParams, secret: bytes) -> Deidentifier:
         _CACHED.clear()
         tool = _CACHED[secret] = Deidentifier(params.model_copy(), secret)
     return tool
-
-
-def offset_for(patient_key: str, secret: bytes, params: DicomDeidParams) -> int:
-    return date_offset_days(patient_key, secret, params.max_date_shift_days)
-
-
-def shift_date(d: date, days: int) -> date:
-    return d - timedelta(days=days)

@@ -30,8 +30,6 @@ from curation.schema import (
     VisualDim,
 )
 
-STEPS = ("paraphrase", "distractors", "rationale", "dialogue", "caption_questions")
-
 
 def _norm(text: str) -> str:
     return " ".join(text.lower().split())

@@ -20,7 +20,6 @@ from curation.params import Bounds
 from curation.paths import inside, printable, safe_name, walk_files
 from curation.records import copy_file, pseudonym
 from curation.report import Report
-from curation.schema import Case
 
 WALK_DETAIL = {
     "outside_raw": "a symlink that resolves outside the raw folder; not read",
@@ -263,7 +262,3 @@ def numeric_scores(raw_row: dict[str, str], names: list[str]) -> dict[str, float
         except ValueError:
             continue
     return out
-
-
-def finish_cases(cases: list[Case]) -> list[Case]:
-    return sorted(cases, key=lambda c: c.case_id)

@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export HF_DATASETS_DISABLE_PROGRESS_BARS := 1
 
-.PHONY: setup review-tools chromium demo test bench lint clean-demo
+.PHONY: setup review-tools chromium demo test test-fast bench lint clean-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,9 @@ demo: setup ## generate the demo corpus, run the pipeline, show the release
 
 test: setup review-tools ## run the whole test suite (starts Label Studio, a local LLM endpoint, ...)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-fast: setup ## the unit layer only: no demo pipeline, no servers (a few minutes)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
 bench: setup ## measure against the anchors; writes benchmarks/results.json and results.md
 	$(BIN)/pip install --quiet -e '.[bench]'

@@ -79,3 +79,14 @@ def label_studio(pipeline: Path, tmp_path_factory: pytest.TempPathFactory):
     server.start()
     yield server
     server.stop()
+
+
+# Tests that build the demo corpus, run the whole pipeline or start a server are the end-to-end layer; the rest are
+# fast unit tests on inputs built in the test (`make test-fast`: pytest -m "not e2e").
+E2E_FIXTURES = {"demo_raw", "raw_copy", "pipeline", "label_studio"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.e2e)

@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export HF_DATASETS_DISABLE_PROGRESS_BARS := 1
 
-.PHONY: setup review-tools chromium demo test test-fast bench lint clean-demo
+.PHONY: setup review-tools chromium postgresql demo test test-fast bench lint clean-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,13 @@ chromium:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-review-tools: $(LS_VENV)/.installed chromium ## install the Label Studio server and Chromium
+# PostgreSQL (Debian package) for a team's Label Studio; the tests start their own cluster with initdb/pg_ctl.
+postgresql:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; }
+
+review-tools: $(LS_VENV)/.installed chromium postgresql ## install the Label Studio server, Chromium and PostgreSQL
 
 demo: setup ## generate the demo corpus, run the pipeline, show the release
 	curate demo-data data/raw

@@ -428,6 +428,12 @@ def review_status(
         typer.echo(json.dumps(st, indent=2))
         return
     typer.echo(f"{st['project']}: {st['reviewed']}/{st['tasks']} tasks reviewed")
+    ag, ev = st["agreement"], st["evidence_agreement"]
+    typer.echo(f"  verdict agreement: {ag['doubly_reviewed']} doubly reviewed, kappa {ag['cohen_kappa_verdict']}, "
+               f"alpha {ag['krippendorff_alpha_verdict']}; evidence visible: kappa "
+               f"{ag['cohen_kappa_evidence_visible']}")
+    typer.echo(f"  evidence agreement: {ev['pairs']} pairs of marks, same slice {ev['same_slice_rate']}, "
+               f"rectangle IoU {ev['rectangle_iou']} over {ev['rectangle_pairs']} same-slice rectangle pairs")
     for who, n in st["per_reviewer"].items():
         typer.echo(f"  {who}: {n} annotations")
     for dim, c in st["per_dimension"].items():

@@ -151,6 +151,28 @@ class FilterParams(Section):
     private_test_fraction: float = Field(0.0, ge=0, le=0.9)
 
 
+class StackParams(Section):
+    """The slice stack a reviewer pages through for each series an item shows (one window for the whole stack)."""
+
+    dir: str = "data/review/stacks"  # under local_files_root: Label Studio serves it through local-files storage
+    stride: int = Field(2, ge=1)  # every n-th slice through the brain in the item's view ...
+    target_margin: int = Field(2, ge=0)  # ... plus every slice this close to the evidence slice
+    max_slices: int = Field(64, ge=1)  # per series; the stride grows until the stack fits
+    size: int = Field(256, ge=32, le=2048)  # longest side of a slice in pixels
+
+
+class LabelStudioDatabase(Section):
+    """Label Studio's own database: SQLite on one machine, PostgreSQL for a team (the password comes from the
+    environment variable named in ``password_env``, never from params.yaml)."""
+
+    engine: Literal["sqlite", "postgresql"] = "sqlite"
+    host: str = "127.0.0.1"
+    port: int = Field(5432, ge=1, le=65535)
+    name: str = "labelstudio"
+    user: str = "labelstudio"
+    password_env: str = "LABEL_STUDIO_DB_PASSWORD"
+
+
 class ReviewParams(Section):
     annotations: str = "data/review/annotations.json"
     label_config: str = "annotation/label_config.xml"
@@ -164,6 +186,9 @@ class ReviewParams(Section):
     timeout_s: float = Field(30.0, gt=0)
     image_mode: Literal["local-files", "data-uri"] = "local-files"
     local_files_root: str = "."
+    cases: str = "data/interim/extract/cases.jsonl"  # the series (NIfTI, renders) that slice stacks are cut from
+    stack: StackParams = Field(default_factory=StackParams)
+    database: LabelStudioDatabase = Field(default_factory=LabelStudioDatabase)
 
 
 class ReleaseParams(Section):

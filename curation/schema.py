@@ -220,6 +220,26 @@ class Augmentation(Model):
     replaced: dict[str, Any] = Field(default_factory=dict)
 
 
+class MarkedEvidence(Model):
+    """A region a reviewer marked on a slice of an item's stack: voxel indices (voxel centres at integers) and world
+    RAS mm of its corners; a keypoint has equal corners. Figures (no volume) have only ``image_box``."""
+
+    reviewer: str | None = None
+    label: Literal["lesion", "hippocampus", "ventricle", "other"]
+    shape: Literal["rectangle", "keypoint"]
+    series_id: str | None = None
+    visit_id: str | None = None
+    sequence: str | None = None
+    plane: str | None = None
+    slice_index: int | None = None
+    position_mm: float | None = None
+    image_box: tuple[float, float, float, float] = Field(description="x0, y0, x1, y1 as fractions of the slice")
+    voxel_min: tuple[float, float, float] | None = None
+    voxel_max: tuple[float, float, float] | None = None
+    mm_min: tuple[float, float, float] | None = None
+    mm_max: tuple[float, float, float] | None = None
+
+
 class ReviewDecision(Model):
     reviewer: str
     verdict: Literal["accept", "accept_with_edits", "reject"]
@@ -227,6 +247,8 @@ class ReviewDecision(Model):
     edits: dict[str, Any] = Field(default_factory=dict)
     difficulty: int | None = None
     comment: str | None = None
+    evidence_visible: Literal["yes", "no", "wrong_slice"] | None = None
+    evidence: list[MarkedEvidence] = Field(default_factory=list)
 
 
 class Review(Model):
@@ -234,6 +256,7 @@ class Review(Model):
     final_verdict: Literal["accept", "accept_with_edits", "reject"] | None = None
     adjudicated: bool = False
     agreement: float | None = None
+    evidence: list[MarkedEvidence] = Field(default_factory=list, description="Marks of the deciding review(s)")
 
 
 class Turn(Model):

@@ -19,6 +19,7 @@ from curation.release import croissant
 from curation.release.card import DIGEST_PLACEHOLDER, distribution_plot, render_card, template_validity, with_digest
 from curation.release.rebuild import reference
 from curation.report import Report
+from curation.review.evidence import release_evidence
 from curation.schema import Item, ReleaseManifest
 
 MANIFEST = "manifest.json"
@@ -85,6 +86,7 @@ def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Re
             "difficulty": item.difficulty or "", "review_status": item.status,
             "review_verdict": (item.review.final_verdict if item.review else None) or "", "source": item.source.value,
             "license": item.license, "attribution": item.attribution or "",
+            "evidence": release_evidence(item, mode, image_files),
         })
     return rows
 
@@ -103,7 +105,7 @@ def _write_parquet(rows: list[dict[str, Any]], root: Path, arrow_copy: bool = Fa
         "visual_dims": Sequence(Value("string")), "reasoning_dims": Sequence(Value("string")),
         "template_id": Value("string"), "difficulty": Value("string"), "review_status": Value("string"),
         "review_verdict": Value("string"), "source": Value("string"), "license": Value("string"),
-        "attribution": Value("string"),
+        "attribution": Value("string"), "evidence": Value("string"),
     })
     written = []
     splits = {}

@@ -15,7 +15,7 @@ from curation.errors import InputError
 
 COMPARED = ("question", "context", "options", "answer", "answer_index", "reference_answer", "rationale", "turns",
             "visual_dims", "reasoning_dims", "task_type", "format", "review_status", "review_verdict", "license",
-            "image_refs")
+            "image_refs", "evidence")
 
 
 def load_rows(release: Path) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from curation.release.card import DIGEST_PLACEHOLDER, stated_digest, with_digest
 from curation.schema import ReleaseManifest
 
 REQUIRED_COLUMNS = {"item_id", "case_id", "question", "options", "answer", "images", "task_type", "visual_dims",
-                    "reasoning_dims", "license"}
+                    "reasoning_dims", "license", "evidence"}
 
 
 def _listed_path_problem(root: Path, rel: str) -> str | None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from curation.errors import InputError, ServiceError
 from curation.params import ReviewParams
@@ -65,7 +66,30 @@ def image_url(path: str, mode: str, root: Path) -> str:
     return f"/data/local-files/?d={rel.as_posix()}"
 
 
-def task_data(item: Item, mode: str = "local-files", root: Path = Path(".")) -> dict[str, Any]:
+def stack_data(item: Item, stacks: list[Any], mode: str, root: Path) -> dict[str, Any]:
+    """The pages a reviewer flips through: each series' stack (evidence slice first), or the item's own images when
+    it shows no volume. ``stack_pages`` maps a page (a region's ``item_index``) to [stack, slice, mm]."""
+    if not stacks:
+        return {"stack": [image_url(p, mode, root) for p in item.images], "stack_paths": list(item.images),
+                "stack_series": [], "stack_pages": [[-1, n, None] for n in range(len(item.images))],
+                "stack_legend": "No volume: the pages are the item's own images."}
+    urls, paths, pages, legend = [], [], [], []
+    for n, st in enumerate(stacks):
+        first = len(pages) + 1
+        for path, idx, mm in zip(st.paths, st.slices, st.positions_mm, strict=True):
+            urls.append(image_url(path, mode, root))
+            paths.append(path)
+            pages.append([n, idx, mm])
+        legend.append(f"pages {first}-{len(pages)}: {st.sequence or 'series'} {st.series_id}"
+                      f"{' (visit ' + st.visit_id + ')' if st.visit_id else ''}, {st.plane}; page {first} "
+                      f"(yellow frame) is the claimed evidence, slice {st.evidence_slice}"
+                      f"{', target ' + st.target if st.target else ''}")
+    return {"stack": urls, "stack_paths": paths, "stack_series": [st.describe() for st in stacks],
+            "stack_pages": pages, "stack_legend": "\n".join(legend)}
+
+
+def task_data(item: Item, mode: str = "local-files", root: Path = Path("."),
+              stacks: list[Any] | None = None) -> dict[str, Any]:
     options = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(item.options))
     dims = (f"task: {item.task_type.value}; visual: {', '.join(d.value for d in item.visual_dims) or '-'}; "
             f"reasoning: {', '.join(d.value for d in item.reasoning_dims) or '-'}")
@@ -83,7 +107,9 @@ def task_data(item: Item, mode: str = "local-files", root: Path = Path(".")) -> 
         "tags": dims, "visual_dims": [d.value for d in item.visual_dims],
         "reasoning_dims": [d.value for d in item.reasoning_dims],
     }
-    body["content_hash"] = content_hash({k: v for k, v in body.items() if k != "images"} | {"images": item.images})
+    body.update(stack_data(item, stacks or [], mode, root))
+    body["content_hash"] = content_hash({k: v for k, v in body.items() if k not in ("images", "stack")}
+                                        | {"images": item.images})
     return body
 
 
@@ -140,6 +166,24 @@ def ensure_local_storage(client: Any, project_id: int, folder: Path) -> None:
         title="curation images"))
 
 
+def storage_folders(paths: Iterable[str], root: Path) -> list[Path]:
+    """The folders to attach as local-files storage: per top-level folder under the document root, the common folder
+    of its files (Label Studio refuses the document root itself)."""
+    root = root.resolve()
+    groups: dict[str, list[str]] = {}
+    for p in paths:
+        full = Path(p).resolve()
+        try:
+            rel = full.relative_to(root)
+        except ValueError:
+            raise InputError(f"image lies outside review.local_files_root ({root})", Path(p)) from None
+        if len(rel.parts) < 2:
+            raise InputError("image lies directly in review.local_files_root; Label Studio serves only subfolders",
+                             Path(p))
+        groups.setdefault(rel.parts[0], []).append(str(full.parent))
+    return [Path(os.path.commonpath(g)) for _, g in sorted(groups.items())]
+
+
 def existing_tasks(client: Any, project_id: int) -> dict[str, Any]:
     tasks = _call(client, "listing tasks", lambda: list(client.tasks.list(project=project_id, fields="all")))
     out: dict[str, Any] = {}
@@ -162,18 +206,21 @@ def push(params: ReviewParams, items: Iterable[Item], *, adjudication: bool = Fa
         raise InputError("labeling config not found", config_path) from None
     title = params.project_title + (" - adjudication" if adjudication else "")
     project = ensure_project(client, title, label_config, params, adjudication)
+    from curation.review.stack import StackBuilder, load_index
+
     root = Path(params.local_files_root)
     items = list(items)
+    builder = StackBuilder(params.stack, load_index(params.cases), Path(params.stack.dir))
+    stacks = {i.item_id: builder.for_item(i) for i in items}
     if params.image_mode == "local-files":
-        images = [str(Path(p).resolve()) for i in items for p in i.images]
-        if images:
-            folder = Path(os.path.commonpath(images))
-            ensure_local_storage(client, project.id, folder if folder.is_dir() else folder.parent)
+        paths = [p for i in items for p in i.images] + [p for s in stacks.values() for st in s for p in st.paths]
+        for folder in storage_folders(paths, root):
+            ensure_local_storage(client, project.id, folder)
     have = existing_tasks(client, project.id)
     counts: Counter[str] = Counter()
     new: list[dict[str, Any]] = []
     for item in items:
-        data = task_data(item, params.image_mode, root)
+        data = task_data(item, params.image_mode, root, stacks[item.item_id])
         if adjudication:
             data["adjudication"] = True
             data["reviews"] = [d.model_dump() for d in (item.review.decisions if item.review else [])]
@@ -215,7 +262,8 @@ def pull(params: ReviewParams, out: Path, client: Any = None) -> dict[str, int]:
             anns = [{k: a.get(k) for k in ("id", "completed_by", "result", "was_cancelled", "ground_truth")}
                     for a in t.get("annotations") or []]
             anns.sort(key=lambda a: a.get("id") or 0)
-            tasks.append({"id": t.get("id"), "data": {k: data.get(k) for k in ("item_id", "adjudication") if k in data},
+            keep = ("item_id", "adjudication", "stack_series", "stack_pages")  # the pages' geometry, for merge
+            tasks.append({"id": t.get("id"), "data": {k: data.get(k) for k in keep if k in data},
                           "annotations": anns})
             counts["tasks"] += 1
             counts["annotations"] += len(anns)
@@ -234,12 +282,24 @@ def status(params: ReviewParams, client: Any = None) -> dict[str, Any]:
     if not found:
         raise ServiceError(f"no project titled {params.project_title!r} on the server (run curate review push)")
     tasks = _call(client, "listing tasks", lambda: list(client.tasks.list(project=found[0].id, fields="all")))
+    from curation.review.merge import agreement, parse_annotation
+
     per_reviewer: Counter[str] = Counter()
     per_dim_total: Counter[str] = Counter()
     per_dim_done: Counter[str] = Counter()
+    decisions: dict[str, list[Any]] = {}
+    malformed = 0
     done = 0
     for t in tasks:
         data = t.data or {}
+        for a in t.annotations or []:
+            ann = a if isinstance(a, dict) else a.model_dump()
+            if ann.get("was_cancelled"):
+                continue
+            try:
+                decisions.setdefault(str(data.get("item_id")), []).append(parse_annotation(ann, data))
+            except (ValueError, TypeError, KeyError, ValidationError):
+                malformed += 1
         n_ann = int(t.total_annotations or 0)
         dims = [f"task_type:{data.get('tags', '').split(';')[0].removeprefix('task: ')}"]
         dims += [f"visual:{d}" for d in data.get("visual_dims") or []]
@@ -252,8 +312,11 @@ def status(params: ReviewParams, client: Any = None) -> dict[str, Any]:
         for a in t.annotations or []:
             who = a.get("completed_by") if isinstance(a, dict) else getattr(a, "completed_by", None)
             per_reviewer["rev-" + keyed_hash("reviewer", str(who), length=8)] += 1
+    ag = agreement(decisions)
     return {
-        "project": found[0].title, "tasks": len(tasks), "reviewed": done,
+        "project": found[0].title, "tasks": len(tasks), "reviewed": done, "malformed_annotations": malformed,
+        "agreement": {k: v for k, v in ag.items() if not k.startswith("evidence_")},
+        "evidence_agreement": {k.removeprefix("evidence_"): v for k, v in ag.items() if k.startswith("evidence_")},
         "per_reviewer": dict(sorted(per_reviewer.items())),
         "per_dimension": {d: {"reviewed": per_dim_done[d], "total": n} for d, n in sorted(per_dim_total.items())},
     }

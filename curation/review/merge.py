@@ -17,11 +17,14 @@ from curation.errors import InputError
 from curation.params import ReviewParams
 from curation.records import keyed_hash, read_json, read_jsonl, staged_dir, write_jsonl
 from curation.report import Report
-from curation.schema import Item, Review, ReviewDecision
+from curation.schema import Item, MarkedEvidence, Review, ReviewDecision
 
 VERDICTS = ("accept", "accept_with_edits", "reject")
 REJECT_REASONS = ("wrong_answer", "ambiguous", "not_answerable_from_the_images", "clinically_implausible",
-                  "duplicate", "phi_visible", "poor_image")
+                  "duplicate", "phi_visible", "poor_image", "evidence_not_visible")
+EVIDENCE_VISIBLE = ("yes", "no", "wrong_slice")
+EVIDENCE_LABELS = ("lesion", "hippocampus", "ventricle", "other")
+REGION_TYPES = {"rectanglelabels": "rectangle", "keypointlabels": "keypoint"}
 TEXT_FIELDS = ("question", "answer", "rationale", "reference_answer", "options")
 DIM_FIELDS = ("visual_dims", "reasoning_dims")
 
@@ -30,9 +33,66 @@ def _slug(value: str) -> str:
     return "_".join(str(value).strip().lower().replace("-", " ").split())
 
 
-def parse_annotation(ann: dict[str, Any]) -> ReviewDecision:
+def _num(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or v != v or abs(v) > 1e6:
+        raise ValueError(f"region {what} is not a number")
+    return float(v)
+
+
+def parse_region(r: dict[str, Any], task_data: dict[str, Any], reviewer: str | None = None) -> MarkedEvidence:
+    """A rectangle or keypoint on a stack page -> the series, slice, and its corners in voxels and RAS mm.
+
+    Label Studio gives x, y, width, height in percent of the page and the page as ``item_index``; a rotated
+    rectangle is taken as the box around its corners."""
+    import math
+
+    from curation.review.stack import to_volume
+
+    val = r.get("value") or {}
+    kind = REGION_TYPES[str(r.get("type"))]
+    labels = val.get(str(r.get("type"))) or []
+    label = _slug(labels[0]) if labels else ""
+    if label not in EVIDENCE_LABELS:
+        raise ValueError(f"evidence label {labels[:1]!r} is not one of {', '.join(EVIDENCE_LABELS)}")
+    x, y = _num(val.get("x"), "x") / 100, _num(val.get("y"), "y") / 100
+    if kind == "rectangle":
+        w, h = _num(val.get("width"), "width") / 100, _num(val.get("height"), "height") / 100
+        a = math.radians(_num(val.get("rotation") or 0, "rotation"))
+        # rotation is about the top-left corner, in pixels; fractions are scaled by the page's aspect
+        ow, oh = (float(r.get("original_width") or 1), float(r.get("original_height") or 1))
+        pts = [(x + (dx * w * ow * math.cos(a) - dy * h * oh * math.sin(a)) / ow,
+                y + (dx * w * ow * math.sin(a) + dy * h * oh * math.cos(a)) / oh) for dx, dy in
+               ((0, 0), (1, 0), (0, 1), (1, 1))]
+        box = (min(p[0] for p in pts), min(p[1] for p in pts), max(p[0] for p in pts), max(p[1] for p in pts))
+    else:
+        box = (x, y, x, y)
+    box = tuple(round(min(1.0, max(0.0, c)), 5) for c in box)  # type: ignore[assignment]
+    page = r.get("item_index", val.get("item_index"))
+    page = 0 if page is None else page
+    pages, series = task_data.get("stack_pages") or [], task_data.get("stack_series") or []
+    if not isinstance(page, int) or not 0 <= page < max(1, len(pages)):
+        raise ValueError(f"region on page {page!r}, the stack has {len(pages)} pages")
+    mark: dict[str, Any] = {"reviewer": reviewer, "label": label, "shape": kind, "image_box": box}
+    entry = pages[page] if pages else [-1, page, None]
+    if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], int) and 0 <= entry[0] < len(series):
+        st = series[entry[0]]
+        vmin, mmin = to_volume(st, int(entry[1]), box[0], box[1])
+        vmax, mmax = to_volume(st, int(entry[1]), box[2], box[3])
+        mark.update(series_id=st.get("series_id"), visit_id=st.get("visit_id"), sequence=st.get("sequence"),
+                    plane=st.get("plane"), slice_index=int(entry[1]), position_mm=entry[2],
+                    voxel_min=tuple(min(a, b) for a, b in zip(vmin, vmax, strict=True)),
+                    voxel_max=tuple(max(a, b) for a, b in zip(vmin, vmax, strict=True)),
+                    mm_min=tuple(min(a, b) for a, b in zip(mmin, mmax, strict=True)),
+                    mm_max=tuple(max(a, b) for a, b in zip(mmin, mmax, strict=True)))
+    else:  # a page of the item's own images (a figure): where on it, no volume
+        mark.update(plane="figure", slice_index=int(entry[1]) if isinstance(entry, list) else page)
+    return MarkedEvidence(**mark)
+
+
+def parse_annotation(ann: dict[str, Any], task_data: dict[str, Any] | None = None) -> ReviewDecision:
     """One Label Studio annotation -> a decision; raises ValueError naming what is wrong."""
     values: dict[str, Any] = {}
+    regions: list[dict[str, Any]] = []
     result = ann.get("result")
     if not isinstance(result, list):
         raise ValueError("annotation has no result list")
@@ -40,19 +100,31 @@ def parse_annotation(ann: dict[str, Any]) -> ReviewDecision:
         if not isinstance(r, dict):
             raise ValueError("result entry is not an object")
         name, val = r.get("from_name"), r.get("value") or {}
-        if "choices" in val:
+        if r.get("type") in REGION_TYPES:
+            regions.append(r)
+        elif "choices" in val:
             choices = val["choices"]
             values[name] = list(choices) if name in DIM_FIELDS else (choices[0] if choices else None)
         elif "text" in val:
             values[name] = "\n".join(val["text"]) if isinstance(val["text"], list) else val["text"]
         elif "rating" in val:
             values[name] = val["rating"]
+    visible = _slug(values["evidence_visible"]) if values.get("evidence_visible") else None
+    if visible is not None and visible not in EVIDENCE_VISIBLE:
+        raise ValueError(f"evidence visible {values['evidence_visible']!r} is not one of yes, no, wrong slice")
     verdict = _slug(values.get("verdict") or "")
+    if visible == "no" and verdict in ("", "accept", "accept_with_edits"):
+        # the claimed evidence is not in the volume: the item cannot stand, whatever else was chosen
+        verdict, values["reject_reason"] = "reject", "evidence_not_visible"
     if verdict not in VERDICTS:
         raise ValueError(f"verdict {values.get('verdict')!r} is not one of {', '.join(VERDICTS)}")
     reason = _slug(values["reject_reason"]) if values.get("reject_reason") else None
+    if reason is None and verdict == "reject" and visible == "no":
+        reason = "evidence_not_visible"
     if reason is not None and reason not in REJECT_REASONS:
         raise ValueError(f"reject reason {values['reject_reason']!r} is not in the fixed list")
+    reviewer = "rev-" + keyed_hash("reviewer", str(ann.get("completed_by")), length=8)
+    marks = [parse_region(r, task_data or {}, reviewer) for r in regions]
     edits: dict[str, Any] = {}
     for k in TEXT_FIELDS:
         v = values.get(k)
@@ -62,10 +134,9 @@ def parse_annotation(ann: dict[str, Any]) -> ReviewDecision:
         if k in values:
             edits[k] = sorted(values[k])
     return ReviewDecision(
-        reviewer="rev-" + keyed_hash("reviewer", str(ann.get("completed_by")), length=8), verdict=verdict,
-        reject_reason=reason, edits=edits,
+        reviewer=reviewer, verdict=verdict, reject_reason=reason, edits=edits,
         difficulty=int(values["difficulty"]) if values.get("difficulty") is not None else None,
-        comment=values.get("comment"),
+        comment=values.get("comment"), evidence_visible=visible, evidence=marks,
     )
 
 
@@ -107,6 +178,7 @@ def agreement(decisions: dict[str, list[ReviewDecision]]) -> dict[str, Any]:
         "verdict": (lambda d: d.verdict, "nominal"),
         "reject_reason": (lambda d: d.reject_reason if d.verdict == "reject" else "none", "nominal"),
         "difficulty": (lambda d: d.difficulty, "ordinal"),
+        "evidence_visible": (lambda d: d.evidence_visible, "nominal"),
     }
     out: dict[str, Any] = {"doubly_reviewed": len(multi)}
     alphas = []
@@ -118,7 +190,36 @@ def agreement(decisions: dict[str, list[ReviewDecision]]) -> dict[str, Any]:
         if a is not None:
             alphas.append(a)
     out["krippendorff_alpha_overall"] = round(sum(alphas) / len(alphas), 4) if alphas else None
+    out.update(evidence_agreement(decisions))
     return out
+
+
+def box_iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def evidence_agreement(decisions: dict[str, list[ReviewDecision]]) -> dict[str, Any]:
+    """Where the first two reviewers of an item marked the evidence of the same series: how often on the same slice,
+    and how much their rectangles overlap there (IoU in the slice, which is IoU in mm: the page is a linear map)."""
+    same, pairs, ious = 0, 0, []
+    for ds in decisions.values():
+        if len(ds) < 2:
+            continue
+        first = [{(m.series_id, m.plane): m for m in reversed(d.evidence)} for d in ds[:2]]  # first mark per series
+        for key in sorted(set(first[0]) & set(first[1]), key=str):
+            a, b = first[0][key], first[1][key]
+            pairs += 1
+            if a.slice_index == b.slice_index:
+                same += 1
+                if a.shape == b.shape == "rectangle":
+                    ious.append(box_iou(a.image_box, b.image_box))
+    return {"evidence_pairs": pairs, "evidence_same_slice_rate": round(same / pairs, 4) if pairs else None,
+            "evidence_rectangle_pairs": len(ious),
+            "evidence_rectangle_iou": round(sum(ious) / len(ious), 4) if ious else None}
 
 
 def apply_edits(item: Item, edits: dict[str, Any]) -> str | None:
@@ -165,8 +266,8 @@ def run(params: ReviewParams, src: Path, annotations: Path, dst: Path, report_pa
             if ann.get("was_cancelled"):
                 continue
             try:
-                d = parse_annotation(ann)
-            except (ValueError, TypeError) as exc:
+                d = parse_annotation(ann, task.get("data") or {})
+            except (ValueError, TypeError, KeyError, ValidationError) as exc:
                 report.fail(f"{annotations.name}#task{n + 1}", "annotation_malformed", str(exc))
                 continue
             if (task.get("data") or {}).get("adjudication"):
@@ -188,8 +289,12 @@ def run(params: ReviewParams, src: Path, annotations: Path, dst: Path, report_pa
             verdict, applied = ds[0].verdict, ds[0]
         else:
             verdict, applied = None, None
-        item.review = (Review(decisions=ds, final_verdict=verdict, adjudicated=final is not None)
+        marks = [] if verdict is None else (final.evidence if final is not None and final.evidence else
+                                            [m for d in ds if d.verdict == verdict for m in d.evidence])
+        item.review = (Review(decisions=ds, final_verdict=verdict, adjudicated=final is not None, evidence=marks)
                        if ds or final else None)
+        report.counts["evidence_marked"] += bool(marks)
+        report.counts["evidence_wrong_slice"] += any(d.evidence_visible == "wrong_slice" for d in ds)
         if verdict is None and len(verdicts) > 1:
             report.counts["disagreement_pending_adjudication"] += 1
             queue.append(item.model_copy(deep=True))

@@ -1,7 +1,9 @@
 """Start and stop a real Label Studio server on 127.0.0.1 (from its own venv), for tests and local review.
 
 The server gets a throw-away data folder, a known admin user and a legacy API token that works from the
-first start, and serves local files from ``document_root`` so tasks can reference the project's images.
+first start, and serves local files from ``document_root`` so tasks can reference the project's images. Its database
+is SQLite in the data folder (one machine) or PostgreSQL (a team): pass ``database=`` the ``DJANGO_DB`` / ``POSTGRE_*``
+settings, e.g. ``PostgresCluster.env()`` or ``database_env(params.review.database)``.
 """
 
 from __future__ import annotations
@@ -13,10 +15,23 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 DEFAULT_EXE = Path(".venv-labelstudio/bin/label-studio")
+
+
+def database_env(db: Any) -> dict[str, str]:
+    """Label Studio's database settings from ``review.database`` (the password from the environment variable it
+    names)."""
+    if db.engine == "sqlite":
+        return {"DJANGO_DB": "sqlite"}
+    password = os.environ.get(db.password_env)
+    if not password:
+        raise ValueError(f"review.database is postgresql but {db.password_env} is not set")
+    return {"DJANGO_DB": "postgresql", "POSTGRE_HOST": db.host, "POSTGRE_PORT": str(db.port), "POSTGRE_NAME": db.name,
+            "POSTGRE_USER": db.user, "POSTGRE_PASSWORD": password}
 
 
 def free_port() -> int:
@@ -27,7 +42,9 @@ def free_port() -> int:
 
 class LabelStudioServer:
     def __init__(self, data_dir: str | Path, document_root: str | Path, exe: str | Path = DEFAULT_EXE,
-                 port: int | None = None, username: str = "curator@example.org", password: str | None = None) -> None:
+                 port: int | None = None, username: str = "curator@example.org", password: str | None = None,
+                 database: dict[str, str] | None = None) -> None:
+        self.database = dict(database or {"DJANGO_DB": "sqlite"})
         self.exe = Path(exe).resolve()
         self.data_dir = Path(data_dir).resolve()
         self.document_root = Path(document_root).resolve()
@@ -43,7 +60,9 @@ class LabelStudioServer:
         return f"http://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("USERNAME", "PASSWORD", "PORT", "HOST")}
+        env = {k: v for k, v in os.environ.items() if k not in ("USERNAME", "PASSWORD", "PORT", "HOST")
+               and not k.startswith("POSTGRE_")}
+        env.update(self.database)
         env.update({
             "LABEL_STUDIO_BASE_DATA_DIR": str(self.data_dir),
             "LABEL_STUDIO_USERNAME": self.username, "LABEL_STUDIO_PASSWORD": self.password,

@@ -8,7 +8,7 @@ from typing import Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from curation.errors import ParamsError
+from curation.errors import ParamsError, validation_message
 
 DEFAULT_PARAMS = Path("params.yaml")
 
@@ -72,8 +72,20 @@ class NormalizeParams(Section):
         default_factory=lambda: ["axial", "coronal", "sagittal"]
     )
     slice_fractions: list[float] = Field(default_factory=lambda: [0.5])
-    key_slices: bool = True
+    key_slices: bool = True  # renders placed on their targets (anatomy by template registration, the lesion)
     montage: bool = True
+    targets: list[Literal["hippocampus", "lateral_ventricles", "lesion", "brain"]] = Field(
+        default_factory=lambda: ["hippocampus", "lateral_ventricles", "lesion", "brain"]
+    )
+    # acquisition QC: a plane is not reformatted from a series sampled coarser than this (mm) along an in-plane axis
+    max_reformat_spacing_mm: float = Field(1.5, gt=0)
+    # lesion location: robust z against the series' own grey / white matter, largest cluster of at least min_mm3
+    lesion_z: float = Field(4.0, gt=0)
+    lesion_min_mm3: float = Field(40.0, gt=0)
+    lesion_polarity: dict[str, Literal["hyper", "hypo"]] = Field(
+        default_factory=lambda: {"FLAIR": "hyper", "T2w": "hyper", "DWI": "hyper", "SWI": "hypo", "T1w": "hypo"}
+    )
+    longitudinal: bool = True  # follow-up T1w registered (rigid) to the baseline T1w, rendered at its positions
 
 
 class ExtractParams(Section):
@@ -277,10 +289,4 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ParamsError(f"{loc}: {first['msg']}", path) from None
-
-
-def load_section(name: str, path: str | Path = DEFAULT_PARAMS) -> Section:
-    return getattr(load_params(path), name)
+        raise ParamsError(validation_message(exc), path) from None

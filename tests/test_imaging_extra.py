@@ -49,14 +49,15 @@ def test_n4_removes_a_smooth_bias_field():
 
 
 def test_register_series_lines_up_a_displaced_sequence(tmp_path):
-    from curation.demo.phantom import Lesion, head
+    from curation.demo.phantom import CONTRAST, Lesion, head
     from curation.imaging.normalize import register_series
     from curation.params import NormalizeParams
 
     aff = np.diag([1.0, 1.0, 1.0, 1.0])
-    lesion = Lesion((0.36, 0.52, 0.58), 3.0)
-    t1 = head("T1w", atrophy=0.2, lesion=lesion, seed=1).astype(np.float32)
-    flair = head("FLAIR", atrophy=0.2, lesion=lesion, seed=2).astype(np.float32)
+    lesion = Lesion((0.36, 0.52, 0.58), 5.0)
+    # padded, so the roll below shifts the whole head instead of wrapping its scalp round the field of view
+    t1 = np.pad(head("T1w", atrophy=0.2, lesion=lesion, seed=1).astype(np.float32), 8)
+    flair = np.pad(head("FLAIR", atrophy=0.2, lesion=lesion, seed=2).astype(np.float32), 8)
     moved = np.roll(flair, shift=(5, -4, 3), axis=(0, 1, 2))  # the patient moved between sequences
     fixed_p, moving_p = tmp_path / "t1" / "volume.nii.gz", tmp_path / "flair" / "volume.nii.gz"
     for path, data in ((fixed_p, t1), (moving_p, moved)):
@@ -67,7 +68,7 @@ def test_register_series_lines_up_a_displaced_sequence(tmp_path):
     res = register_series(task)
     assert res["ok"], res
     out = np.asarray(nib.load(str(moving_p)).dataobj)
-    thr = np.percentile(flair, 99.9)  # the lesion is the brightest thing on FLAIR
+    thr = 0.8 * 8 * CONTRAST["FLAIR"]["lesion"]  # the lesion is the brightest thing on FLAIR (scalp is 95)
     before = np.array(np.nonzero(moved > thr)).mean(axis=1)
     after = np.array(np.nonzero(out > thr)).mean(axis=1)
     truth = np.array(np.nonzero(flair > thr)).mean(axis=1)

@@ -20,7 +20,7 @@ from pydicom.dataset import Dataset, FileMetaDataset
 from pydicom.sequence import Sequence
 from pydicom.uid import ExplicitVRLittleEndian, MRImageStorage, generate_uid
 
-from curation.demo.phantom import SHAPE, SPACING, Lesion, axial_png_array, head
+from curation.demo.phantom import AFFINE, IDENTITY, SHAPE, SPACING, Lesion, Pose, axial_png_array, ground_truth, head
 from curation.records import write_bytes, write_text
 
 UID_ROOT = "1.2.826.0.1.3680043.10.1447."  # demo-only root; every UID below derives from it
@@ -40,11 +40,13 @@ def _csv(path: Path, header: list[str], rows: list[dict[str, object]]) -> None:
 
 
 def _affine() -> np.ndarray:
-    nx, ny, nz = SHAPE
-    dx, dy, dz = SPACING
-    aff = np.diag([dx, dy, dz, 1.0])
-    aff[:3, 3] = [-(nx - 1) * dx / 2, -(ny - 1) * dy / 2, -(nz - 1) * dz / 2]
-    return aff
+    """The demo grid: MNI-aligned, 1.5 mm (an unmoved head's world coordinates are MNI coordinates)."""
+    return AFFINE.copy()
+
+
+def visit_pose(seed: int, visit: int) -> Pose:
+    """How the head lies at a visit: as the template at baseline, turned and shifted (seeded) at later visits."""
+    return IDENTITY if visit == 0 else Pose.seeded(seed + visit)
 
 
 # ----------------------------------------------------------------------------- DICOM
@@ -166,7 +168,7 @@ ADNI_SUBJECTS = [
     ("027_S_0074", 74, "M", date(1938, 4, 11), "CN", [("CN", 29, 0.0), ("CN", 29, 0.0)], None),
     ("033_S_0511", 511, "F", date(1941, 9, 2), "LMCI", [("MCI", 26, 1.5), ("Dementia", 22, 4.0)], None),
     ("126_S_0605", 605, "F", date(1932, 1, 23), "AD", [("Dementia", 21, 5.0), ("Dementia", 17, 7.5)],
-     Lesion((0.36, 0.52, 0.58), 3.0)),
+     Lesion((0.36, 0.52, 0.58), 4.8)),
 ]
 ADNI_NAMES = ["FLANDERS^NED", "BOUVIER^SELMA", "VAN HOUTEN^LUANN"]
 ATROPHY = {"CN": 0.0, "MCI": 0.35, "Dementia": 0.75}
@@ -215,6 +217,7 @@ def write_adni(root: Path) -> None:
             dx, mmse, cdrsb = visits[v]
             exam = base + timedelta(days=round(months * 30.44))
             age_bl = round((base - birth).days / 365.25, 1)
+            truth = ground_truth(atrophy=ATROPHY[dx])["volumes_mm3"]  # type: ignore[index]
             rows.append({
                 "RID": rid, "PTID": ptid, "VISCODE": viscode, "VISCODE2": "bl" if v == 0 else "m12",
                 "EXAMDATE": exam.isoformat(), "DX_bl": dx_bl, "DX": dx, "AGE": age_bl,
@@ -222,12 +225,14 @@ def write_adni(root: Path) -> None:
                 "PTETHCAT": "Not Hisp/Latino", "PTRACCAT": "White", "APOE4": min(n, 2),
                 "MMSE": mmse, "CDRSB": cdrsb, "ADAS11": round(5 + (30 - mmse) * 1.4, 2),
                 "ADAS13": round(8 + (30 - mmse) * 1.9, 2), "MOCA": mmse - 3, "FAQ": int(cdrsb * 2),
-                "Hippocampus": 7400 - int(ATROPHY[dx] * 1600), "WholeBrain": 1050000 - int(ATROPHY[dx] * 90000),
-                "Ventricles": 22000 + int(ATROPHY[dx] * 30000), "ICV": 1550000, "Month": months,
+                # measured on the phantom drawn for this visit (hippocampal bodies, lateral ventricle bodies)
+                "Hippocampus": int(truth["hippocampus"]), "WholeBrain": int(truth["brain"]),
+                "Ventricles": int(truth["lateral_ventricles"]), "ICV": 1550000, "Month": months,
             })
             atrophy = ATROPHY[dx]
-            t1 = head("T1w", atrophy=atrophy, lesion=lesion, seed=1000 + 10 * n + v)
-            flair = head("FLAIR", atrophy=atrophy, lesion=lesion, seed=2000 + 10 * n + v)
+            pose = visit_pose(7000 + 10 * n, v)
+            t1 = head("T1w", atrophy=atrophy, lesion=lesion, seed=1000 + 10 * n + v, pose=pose)
+            flair = head("FLAIR", atrophy=atrophy, lesion=lesion, seed=2000 + 10 * n + v, pose=pose)
             stamp = f"{exam.isoformat()}_10_15_30.0"
             for s, (desc, seq, vol) in enumerate([("MPRAGE", "T1w", t1), ("Axial_T2-FLAIR", "FLAIR", flair)]):
                 image_id = f"I{100000 + 1000 * n + 10 * v + s}"
@@ -252,7 +257,7 @@ OASIS1 = [
     # id, sex, hand, age, educ, ses, mmse, cdr, etiv, nwbv, asf, lesion
     ("OAS1_0001_MR1", "F", "R", 74, 2, 3, 29, 0.0, 1344, 0.743, 1.306, None),
     ("OAS1_0002_MR1", "F", "R", 55, 4, 1, 29, 0.0, 1147, 0.810, 1.531, None),
-    ("OAS1_0031_MR1", "M", "R", 88, 1, 4, 21, 1.0, 1409, 0.667, 1.246, Lesion((0.62, 0.55, 0.6), 2.5)),
+    ("OAS1_0031_MR1", "M", "R", 88, 1, 4, 21, 1.0, 1409, 0.667, 1.246, Lesion((0.62, 0.55, 0.6), 4.0)),
     ("OAS1_0042_MR1", "F", "R", 76, 3, 2, 24, 0.5, 1390, 0.701, 1.262, None),
     ("OAS1_0002_MR2", "F", "R", 55, 4, 1, 29, 0.0, 1147, 0.810, 1.531, None),
 ]
@@ -262,7 +267,8 @@ def write_oasis1(root: Path) -> None:
     rows = []
     for n, (sid, sex, hand, age, educ, ses, mmse, cdr, etiv, nwbv, asf, lesion) in enumerate(OASIS1):
         atrophy = {0.0: 0.0, 0.5: 0.4, 1.0: 0.8}[cdr]
-        vol = head("T1w", atrophy=atrophy, lesion=lesion, seed=3000 + n).astype(np.int16)
+        pose = visit_pose(8000 + 10 * n, 1 if sid.endswith("MR2") else 0)
+        vol = head("T1w", atrophy=atrophy, lesion=lesion, seed=3000 + n, pose=pose).astype(np.int16)
         img = nib.AnalyzeImage(vol, _affine())
         img.header["descrip"] = f"{sid} Mary Major DOB 1931-02-03".encode()[:79]
         img.header["db_name"] = b"SPFLD-MRN 5512"
@@ -282,7 +288,7 @@ OASIS3 = [
     # id, gender(1=M,2=F), age, educ, apoe, [(day, mmse, cdr, cdrsum, dx)], lesion
     ("OAS30001", 2, 65.2, 12, 33, [(0, 30, 0.0, 0.0, "Cognitively normal"), (1123, 29, 0.0, 0.0, "Cognitively normal")], None),
     ("OAS30027", 1, 71.9, 16, 34, [(0, 27, 0.5, 1.0, "uncertain dementia"), (1502, 23, 1.0, 5.0, "AD Dementia")],
-     Lesion((0.4, 0.6, 0.62), 2.5)),
+     Lesion((0.4, 0.6, 0.62), 4.0)),
 ]
 
 
@@ -295,7 +301,8 @@ def write_oasis3(root: Path) -> None:
             atrophy = {0.0: 0.0, 0.5: 0.35, 1.0: 0.75}[cdr]
             session = f"{sid}_MR_d{day:04d}"
             for a, seq in enumerate(["T1w", "FLAIR"]):
-                vol = head(seq, atrophy=atrophy, lesion=lesion, seed=4000 + 100 * n + 10 * v + a).astype(np.int16)
+                vol = head(seq, atrophy=atrophy, lesion=lesion, seed=4000 + 100 * n + 10 * v + a,
+                           pose=visit_pose(9000 + 10 * n, v)).astype(np.int16)
                 anat = root / session / f"anat{a + 1}"
                 anat.mkdir(parents=True, exist_ok=True)
                 stem = f"sub-{sid}_ses-d{day:04d}_{seq}"
@@ -324,7 +331,7 @@ RADIOPAEDIA = [
         "findings": "Multiple ovoid T2/FLAIR hyperintense lesions in the periventricular white matter of the left hemisphere, oriented perpendicular to the lateral ventricles (Dawson fingers). No haemorrhage.",
         "discussion": "Periventricular ovoid lesions in a young woman with optic neuritis favour multiple sclerosis over small vessel disease or ADEM.",
         "differential": ["Acute disseminated encephalomyelitis", "Small vessel ischaemic disease", "Neuromyelitis optica spectrum disorder"],
-        "sequence": "FLAIR", "lesion": Lesion((0.36, 0.5, 0.6), 2.5), "atrophy": 0.0,
+        "sequence": "FLAIR", "lesion": Lesion((0.36, 0.5, 0.6), 4.0), "atrophy": 0.0,
     },
     {
         "slug": "glioblastoma-demo-2", "title": "Glioblastoma", "diagnosis": "Glioblastoma",
@@ -334,7 +341,7 @@ RADIOPAEDIA = [
         "findings": "Large heterogeneous mass in the right frontal lobe with surrounding FLAIR hyperintense vasogenic oedema and mass effect on the right lateral ventricle.",
         "discussion": "Histology confirmed IDH-wildtype glioblastoma. Differential included metastasis and lymphoma.",
         "differential": ["Cerebral metastasis", "Primary CNS lymphoma", "Cerebral abscess"],
-        "sequence": "FLAIR", "lesion": Lesion((0.64, 0.66, 0.62), 6.0), "atrophy": 0.1,
+        "sequence": "FLAIR", "lesion": Lesion((0.64, 0.66, 0.62), 9.6), "atrophy": 0.1,
     },
 ]
 
@@ -392,7 +399,7 @@ JATS = """<?xml version="1.0" encoding="UTF-8"?>
 
 
 def write_case_reports(root: Path) -> None:
-    vol = head("DWI", atrophy=0.2, lesion=Lesion((0.3, 0.45, 0.55), 4.0), seed=6001)
+    vol = head("DWI", atrophy=0.2, lesion=Lesion((0.3, 0.45, 0.55), 6.4), seed=6001)
     z = int(round(0.55 * (SHAPE[2] - 1)))
     buf = io.BytesIO()
     Image.fromarray(axial_png_array(vol, z)).convert("RGB").save(buf, format="JPEG", quality=92)
@@ -442,3 +449,28 @@ def write_demo_corpus(root: str | Path, sources: list[str] | None = None) -> dic
         WRITERS[name](folder)
         counts[name] = sum(1 for p in folder.rglob("*") if p.is_file())
     return counts
+
+
+def series_truth() -> list[dict[str, object]]:
+    """What each demo volume was drawn from: source, subject (the ingest's source id), visit number (0 =
+    baseline), sequence, atrophy, lesion and pose, so that a test can recompute its ground truth
+    (``phantom.ground_truth``)."""
+    out: list[dict[str, object]] = []
+    for n, (ptid, _rid, _sex, _birth, _dx_bl, visits, lesion) in enumerate(ADNI_SUBJECTS):
+        for v, (dx, _mmse, _cdrsb) in enumerate(visits):
+            for seq in ("T1w", "FLAIR"):
+                out.append({"source": "adni", "subject": ptid, "visit": v, "sequence": seq,
+                            "atrophy": ATROPHY[dx], "lesion": lesion, "pose": visit_pose(7000 + 10 * n, v)})
+    for n, row in enumerate(OASIS1):
+        sid, cdr, lesion = row[0], row[7], row[11]
+        rescan = sid.endswith("MR2")
+        out.append({"source": "oasis1", "subject": sid.rsplit("_", 1)[0], "visit": 1 if rescan else 0,
+                    "sequence": "T1w", "atrophy": {0.0: 0.0, 0.5: 0.4, 1.0: 0.8}[cdr], "lesion": lesion,
+                    "pose": visit_pose(8000 + 10 * n, 1 if rescan else 0)})
+    for n, (sid, _g, _age, _educ, _apoe, visits3, lesion) in enumerate(OASIS3):
+        for v, (_day, _mmse, cdr, _cdrsum, _dx) in enumerate(visits3):
+            for seq in ("T1w", "FLAIR"):
+                out.append({"source": "oasis3", "subject": sid, "visit": v, "sequence": seq,
+                            "atrophy": {0.0: 0.0, 0.5: 0.35, 1.0: 0.75}[cdr], "lesion": lesion,
+                            "pose": visit_pose(9000 + 10 * n, v)})
+    return out

@@ -1,16 +1,25 @@
-"""Brain-like head phantoms: scalp, skull, grey/white matter, ventricles, a face and a lesion.
+"""Demo heads with real anatomy: the MNI152 2009a brain (nilearn's wheel) inside a synthetic head and face.
 
-Arrays are indexed [x, y, z] in RAS+ voxel order (x to the right, y anterior, z superior).
+Arrays are indexed [x, y, z] in RAS+ voxel order on an MNI-aligned 1.5 mm grid (``SHAPE``, ``AFFINE``; world
+coordinates of an unmoved head are MNI coordinates). Tissue intensities per sequence come from the template's grey /
+white matter probabilities (partial volumes kept); atrophy enlarges the lateral ventricles and shrinks the
+hippocampi and the cortex (distance-based morphology on the tissue maps); a lesion is a sphere; a head ``Pose``
+turns and shifts the head as a patient lies differently at each visit. Everything is a pure function of its
+arguments, so ``ground_truth`` recomputes the voxels of each target for a test.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-SHAPE = (72, 88, 64)
-SPACING = (2.4, 2.4, 2.8)
+from curation.imaging import anatomy
+
+GRID_MM = 1.5
+SHAPE, AFFINE = anatomy.head_grid(GRID_MM)
+SPACING = (GRID_MM, GRID_MM, GRID_MM)
 
 # tissue -> intensity per sequence, roughly the contrast of each MR weighting
 CONTRAST: dict[str, dict[str, float]] = {
@@ -20,99 +29,173 @@ CONTRAST: dict[str, dict[str, float]] = {
     "SWI": {"bg": 0, "scalp": 80, "skull": 10, "csf": 110, "gm": 70, "wm": 85, "lesion": 12, "face": 70},
     "DWI": {"bg": 0, "scalp": 30, "skull": 5, "csf": 10, "gm": 60, "wm": 55, "lesion": 170, "face": 25},
 }
+PIVOT_MM = np.array([0.0, -18.0, 10.0])  # a head turns about the middle of the brain
 
 
 @dataclass(frozen=True)
 class Lesion:
-    center: tuple[float, float, float]  # fractional position in the volume, RAS order
-    radius_vox: float
+    center: tuple[float, float, float]  # fractional position in the unmoved head's grid, RAS order
+    radius_vox: float  # in grid voxels (GRID_MM)
+
+    def center_mm(self) -> np.ndarray:
+        vox = np.asarray(self.center) * (np.asarray(SHAPE) - 1)
+        return (AFFINE @ np.append(vox, 1.0))[:3]
+
+    @property
+    def radius_mm(self) -> float:
+        return self.radius_vox * GRID_MM
 
 
-def _ellipsoid(grid: tuple[np.ndarray, ...], center: tuple[float, ...], radii: tuple[float, ...]) -> np.ndarray:
-    acc = np.zeros(grid[0].shape, dtype=np.float32)
-    for g, c, r in zip(grid, center, radii, strict=True):
-        acc += ((g - c) / r) ** 2
-    return acc <= 1.0
+@dataclass(frozen=True)
+class Pose:
+    """Rigid head pose: rotation (degrees about x, y, z through PIVOT_MM), then translation (mm)."""
+
+    rotation_deg: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    translation_mm: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    @staticmethod
+    def seeded(seed: int) -> Pose:
+        rng = np.random.default_rng(seed)
+        rot = rng.uniform(-5.0, 5.0, 3)
+        shift = rng.uniform(-6.0, 6.0, 3)
+        return Pose(tuple(round(float(v), 2) for v in rot), tuple(round(float(v), 2) for v in shift))  # type: ignore[arg-type]
+
+    def matrix(self) -> np.ndarray:
+        """4x4 map from the unmoved head's world (MNI mm) to this head's world."""
+        ax, ay, az = np.radians(self.rotation_deg)
+        rx = np.array([[1, 0, 0], [0, np.cos(ax), -np.sin(ax)], [0, np.sin(ax), np.cos(ax)]])
+        ry = np.array([[np.cos(ay), 0, np.sin(ay)], [0, 1, 0], [-np.sin(ay), 0, np.cos(ay)]])
+        rz = np.array([[np.cos(az), -np.sin(az), 0], [np.sin(az), np.cos(az), 0], [0, 0, 1]])
+        r = rz @ ry @ rx
+        m = np.eye(4)
+        m[:3, :3] = r
+        m[:3, 3] = PIVOT_MM - r @ PIVOT_MM + np.asarray(self.translation_mm)
+        return m
+
+    def apply(self, points_mm: np.ndarray) -> np.ndarray:
+        m = self.matrix()
+        pts = np.atleast_2d(points_mm)
+        return (m[:3, :3] @ pts.T).T + m[:3, 3]
 
 
-def head(
-    sequence: str,
-    *,
-    atrophy: float = 0.0,
-    lesion: Lesion | None = None,
-    seed: int = 0,
-    shape: tuple[int, int, int] = SHAPE,
-) -> np.ndarray:
-    """A head volume for ``sequence``; ``atrophy`` in [0, 1] widens ventricles and sulci."""
+IDENTITY = Pose()
+
+
+@dataclass(frozen=True)
+class Tissue:
+    gm: np.ndarray
+    wm: np.ndarray
+    brain: np.ndarray
+    hippocampus: np.ndarray
+    lateral_ventricles: np.ndarray
+
+
+@functools.lru_cache(maxsize=4)
+def _tissue(atrophy: float) -> Tissue:
+    """Grey / white matter maps with atrophy applied on the unmoved grid: ventricles grown by up to 5 mm, the grey
+    matter of the hippocampi (by up to 45 %) and of the outer cortex (by up to 30 %) turned to CSF."""
+    from scipy import ndimage
+
+    maps = anatomy.template_maps(GRID_MM)
+    gm, wm, brain = maps.gm.copy(), maps.wm.copy(), maps.brain
+    vent0 = anatomy.region_mask("lateral_ventricles", maps)
+    hip0 = anatomy.region_mask("hippocampus", maps)
+    if atrophy > 0:
+        grow = (ndimage.distance_transform_edt(~vent0, sampling=GRID_MM) <= 5.0 * atrophy) & (brain > 0.5)
+        grow &= ~hip0
+        gm[grow] = 0.0
+        wm[grow] = 0.0
+        # grey matter thinned where it is partial (the edges): the thresholded structure shrinks smoothly
+        hip_zone = anatomy.region_mask("hippocampus", maps) | (
+            ndimage.binary_dilation(hip0, iterations=2) & (gm > 0.2))
+        gm[hip_zone] *= 1.0 - 0.45 * atrophy
+        cortex = (ndimage.distance_transform_edt(brain > 0.5, sampling=GRID_MM) <= 4.0) & ~hip_zone
+        gm[cortex] *= 1.0 - 0.3 * atrophy
+    hip = anatomy.region_mask("hippocampus", maps, gm=gm, wm=wm)
+    vent = anatomy.region_mask("lateral_ventricles", maps, gm=gm, wm=wm)
+    return Tissue(gm, wm, brain, hip, vent)
+
+
+def _pose_array(arr: np.ndarray, pose: Pose, order: int = 1) -> np.ndarray:
+    """``arr`` on the unmoved grid, resampled onto the same grid after the head moved by ``pose``."""
+    if pose == IDENTITY:
+        return arr
+    from scipy import ndimage
+
+    # output voxel -> world -> unmoved world -> input voxel
+    m = np.linalg.inv(AFFINE) @ np.linalg.inv(pose.matrix()) @ AFFINE
+    return ndimage.affine_transform(arr.astype(np.float32), m[:3, :3], offset=m[:3, 3], output_shape=SHAPE,
+                                    order=order, mode="constant", cval=0.0)
+
+
+def _lesion_mask(lesion: Lesion, brain: np.ndarray) -> np.ndarray:
+    world = anatomy.template_maps(GRID_MM).world()
+    c = lesion.center_mm()
+    d2 = sum((w - ci) ** 2 for w, ci in zip(world, c, strict=True))
+    return (d2 <= lesion.radius_mm**2) & (brain > 0.5)
+
+
+def head(sequence: str, *, atrophy: float = 0.0, lesion: Lesion | None = None, seed: int = 0,
+         pose: Pose = IDENTITY) -> np.ndarray:
+    """A head volume for ``sequence`` (uint16, [x, y, z] on ``SHAPE``); ``atrophy`` in [0, 1]."""
     c = CONTRAST[sequence]
-    nx, ny, nz = shape
-    grid = np.meshgrid(
-        np.arange(nx, dtype=np.float32),
-        np.arange(ny, dtype=np.float32),
-        np.arange(nz, dtype=np.float32),
-        indexing="ij",
-    )
-    (cx, cy, cz), (rx, ry, rz) = _geometry(shape)
-    vol = np.full(shape, c["bg"], dtype=np.float32)
-    scalp = _ellipsoid(grid, (cx, cy, cz), (rx, ry, rz))
-    skull = _ellipsoid(grid, (cx, cy, cz), (rx - 2, ry - 2, rz - 2))
-    brain_r = (rx - 4, ry - 4, rz - 4)
-    fossa = _fossa(grid, shape)
-    brain = _ellipsoid(grid, (cx, cy, cz), brain_r) & ~fossa
-    shrink = 1.0 - 0.12 * atrophy
-    wm = _ellipsoid(grid, (cx, cy, cz), tuple(r * 0.72 * shrink for r in brain_r))
-    vent_scale = 1.0 + 1.6 * atrophy
-    vent_l = _ellipsoid(grid, (cx - 4, cy, cz + 1), (2.2 * vent_scale, 11 * (1 + 0.3 * atrophy), 4 * vent_scale))
-    vent_r = _ellipsoid(grid, (cx + 4, cy, cz + 1), (2.2 * vent_scale, 11 * (1 + 0.3 * atrophy), 4 * vent_scale))
-    # face, orbits, nose and neck in front of and below the cranium, so defacing has something to remove
-    face = _ellipsoid(grid, (cx, cy + 0.3 * ny, 0.3 * nz), (0.3 * nx, 0.18 * ny, 0.2 * nz))
-    neck = _ellipsoid(grid, (cx, cy + 0.05 * ny, 0.1 * nz), (0.25 * nx, 0.25 * ny, 0.22 * nz))
-    nose = _ellipsoid(grid, (cx, cy + 0.5 * ny, 0.33 * nz), (3.0, 4.0, 6.0))
-    orbits = (_ellipsoid(grid, (cx - 0.15 * nx, cy + 0.38 * ny, 0.4 * nz), (3.0, 3.0, 3.0))
-              | _ellipsoid(grid, (cx + 0.15 * nx, cy + 0.38 * ny, 0.4 * nz), (3.0, 3.0, 3.0)))
-    vol[scalp] = c["scalp"]
-    vol[skull] = c["skull"]
-    vol[brain] = c["csf"]
-    cortex = _ellipsoid(grid, (cx, cy, cz), tuple(r * (1 - 0.05 * atrophy) for r in brain_r))
-    vol[cortex & ~fossa] = c["gm"]
-    vol[wm & ~fossa] = c["wm"]
-    vol[vent_l | vent_r] = c["csf"]
-    vol[skull & fossa] = c["skull"]
-    soft = ((face | neck | nose) & ~scalp) | (skull & fossa & face)
-    vol[soft] = c["face"]
-    vol[orbits & soft] = c["csf"]
+    maps = anatomy.template_maps(GRID_MM)
+    t = _tissue(round(float(atrophy), 3))
+    csf = np.clip(t.brain - t.gm - t.wm, 0.0, 1.0)
+    inside = t.gm * c["gm"] + t.wm * c["wm"] + csf * c["csf"]
+    outside = np.zeros(SHAPE, np.float32)
+    for name, code in anatomy.LABELS.items():
+        if name in ("bg", "brain"):
+            continue
+        outside[maps.labels == code] = c["csf"] if name in ("csf", "orbit") else c[name]
+    outside[maps.labels == anatomy.LABELS["brain"]] = c["csf"]
+    vol = inside + (1.0 - t.brain) * outside
     if lesion is not None:
-        centre = tuple(f * (n - 1) for f, n in zip(lesion.center, shape, strict=True))
-        les = _ellipsoid(grid, centre, (lesion.radius_vox,) * 3) & brain
-        vol[les] = c["lesion"]
+        vol[_lesion_mask(lesion, t.brain)] = c["lesion"]
+    vol = _pose_array(vol.astype(np.float32), pose)
     rng = np.random.default_rng(seed)
-    # smooth low-frequency bias plus Rician-like noise
-    bias = 1.0 + 0.08 * np.sin(grid[0] / nx * np.pi) * np.cos(grid[2] / nz * np.pi)
-    vol = vol * bias
-    noise = rng.normal(0, 3.0, size=shape).astype(np.float32)
-    vol = np.abs(vol + noise)
+    x = np.linspace(0, np.pi, SHAPE[0], dtype=np.float32)[:, None, None]
+    z = np.linspace(0, np.pi, SHAPE[2], dtype=np.float32)[None, None, :]
+    vol = vol * (1.0 + 0.08 * np.sin(x) * np.cos(z))  # smooth low-frequency bias
+    vol = np.abs(vol + rng.normal(0, 3.0, size=SHAPE).astype(np.float32))  # Rician-like noise
     return np.clip(vol * 8, 0, 4095).astype(np.uint16)
 
 
-def brain_mask(shape: tuple[int, int, int] = SHAPE) -> np.ndarray:
-    """The voxels of ``head`` that hold brain (inside the skull), as bool [x, y, z]."""
-    grid = np.meshgrid(*(np.arange(n, dtype=np.float32) for n in shape), indexing="ij")
-    (cx, cy, cz), (rx, ry, rz) = _geometry(shape)
-    return _ellipsoid(grid, (cx, cy, cz), (rx - 4, ry - 4, rz - 4)) & ~_fossa(grid, shape)
+def ground_truth(*, atrophy: float = 0.0, lesion: Lesion | None = None, pose: Pose = IDENTITY) -> dict[str, object]:
+    """The voxels of each target on ``SHAPE`` (bool), the lesion's centre (world mm) and the volumes (mm3) of the
+    head ``head(..., atrophy=, lesion=, pose=)`` draws."""
+    t = _tissue(round(float(atrophy), 3))
+    masks = {"hippocampus": t.hippocampus, "lateral_ventricles": t.lateral_ventricles,
+             "brain": (t.gm + t.wm) >= 0.5}
+    if lesion is not None:
+        masks["lesion"] = _lesion_mask(lesion, t.brain)
+    voxel = GRID_MM**3
+    out: dict[str, object] = {k: _pose_array(m.astype(np.float32), pose) >= 0.5 for k, m in masks.items()}
+    out["volumes_mm3"] = {k: round(float(m.sum()) * voxel, 1) for k, m in masks.items()}
+    if lesion is not None:
+        out["lesion_centre_mm"] = pose.apply(lesion.center_mm())[0]
+        out["lesion_radius_mm"] = lesion.radius_mm
+    return out
 
 
-def _fossa(grid: tuple[np.ndarray, ...], shape: tuple[int, int, int]) -> np.ndarray:
-    """The front-bottom corner of the cranium, below the frontal lobes, where orbits and sinuses sit."""
-    (_, cy, cz), (_, ry, rz) = _geometry(shape)
-    return (grid[1] - cy) / ry - (grid[2] - cz) / rz > 0.7
+def brain_mask(atrophy: float = 0.0, pose: Pose = IDENTITY) -> np.ndarray:
+    """The voxels of ``head`` that hold brain (the template's brain, ventricles included), as bool [x, y, z]."""
+    return _pose_array(_tissue(round(float(atrophy), 3)).brain, pose) >= 0.5
 
 
-def _geometry(shape: tuple[int, int, int]) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
-    nx, ny, nz = shape
-    return ((nx - 1) / 2, (ny - 1) / 2 - 0.06 * ny, (nz - 1) * 0.62), (nx * 0.42, ny * 0.4, nz * 0.36)
+def face_parts() -> dict[str, np.ndarray]:
+    """Face tissue in front of the brain, the nose and each orbit on the unmoved grid, for defacing checks."""
+    maps = anatomy.template_maps(GRID_MM)
+    world = maps.world()
+    labels = maps.labels
+    front_of_brain = world[1] > 75.0  # the frontal pole of the template lies at y = 73 mm
+    nose = anatomy._ellipsoid(world, *anatomy.NOSE) & (labels == anatomy.LABELS["face"])
+    orbits = [anatomy._ellipsoid(world, *o) & (labels == anatomy.LABELS["orbit"]) for o in anatomy.ORBITS]
+    return {"front": front_of_brain & (labels > anatomy.LABELS["brain"]) & (labels != anatomy.LABELS["brain"]),
+            "nose": nose, "orbit_left": orbits[0], "orbit_right": orbits[1]}
 
 
-def axial_png_array(vol: np.ndarray, z: int, scale: int = 3) -> np.ndarray:
+def axial_png_array(vol: np.ndarray, z: int, scale: int = 2) -> np.ndarray:
     """A radiological-convention axial slice (patient left on image right, anterior up) as uint8."""
     sl = vol[:, :, z].astype(np.float32)
     img = np.flipud(sl.T)  # rows: anterior at top; columns: x increasing = patient right ... flipped below

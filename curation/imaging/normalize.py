@@ -55,6 +55,7 @@ def _process_series(task: dict[str, Any]) -> dict[str, Any]:
     if blank:
         return {"ok": False, "reason": "volume_blank", "detail": blank}
     steps.append({"name": "to_canonical_ras", "args": {"format": task["format"]}, "version": VERSION})
+    src_affine = np.asarray(img.affine, dtype=np.float64)  # the acquisition's sampling, before any resampling
     defaced = None
     if p.deface and (p.deface_sequences is None or task.get("sequence") in p.deface_sequences):
         from curation.deid.deface import VERSION as DEFACE_VERSION
@@ -91,10 +92,20 @@ def _process_series(task: dict[str, Any]) -> dict[str, Any]:
                     "Defaced": defaced is not None})
     write_text(out_dir / "volume.json", json.dumps(sidecar, indent=2, sort_keys=True) + "\n")
 
-    renders = render_volume(data, fg, spacing, p, out_dir, final_dir)
+    from curation.imaging.targets import locate, refused_planes, sampling_mm
+
+    sampling = sampling_mm(src_affine)
+    refused = refused_planes(sampling, p.max_reformat_spacing_mm)
+    located = locate(data, out.affine, task.get("sequence"), p) if p.key_slices else {"targets": [], "anatomy": {}}
+    if p.key_slices:
+        steps.append({"name": "locate_targets", "args": {k: v for k, v in located["anatomy"].items()},
+                      "version": VERSION})
+    renders = render_volume(data, fg, spacing, p, out_dir, final_dir, targets=located["targets"], refused=refused)
     steps.append({"name": "render", "args": {"size": p.render_size, "window_percentiles": [1.0, 99.5]},
                   "version": VERSION})
     qc = _qc(data, fg, spacing, info)
+    qc.update({"source_sampling_mm": list(sampling), "planes_refused": sorted(refused),
+               "planes_refused_reason": refused, "anatomy": located["anatomy"]})
     return {"ok": True, "nifti": relpath(final_dir / "volume.nii.gz"), "spacing": spacing,
             "shape": tuple(int(s) for s in data.shape), "orientation": "RAS", "renders": renders, "qc": qc,
             "steps": steps, "sidecar": sidecar}
@@ -115,42 +126,78 @@ def _blank(img: Any) -> str | None:
 
 
 def render_volume(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], p: NormalizeParams, out_dir: Path,
-                  final_dir: Path) -> list[dict[str, Any]]:
-    """The PNG renders of a normalized volume (planes, key slice, montage); deterministic byte for byte."""
-    from curation.imaging.render import PLANE_AXIS, montage, save_png, slice_2d, to_png, window
-
-    # windowing on the normalized volume: fixed percentiles of the foreground
-    wlo, whi = (float(v) for v in np.percentile(data[fg] if fg.any() else data, [1.0, 99.5]))
-    renders = []
-    key_index = _key_slice(data, fg) if p.key_slices else None
-    for plane in p.planes:
-        axis = PLANE_AXIS[plane]
-        n = data.shape[axis]
-        indices = [("mid", min(n - 1, int(round(f * (n - 1))))) for f in p.slice_fractions]
-        if plane == "axial" and key_index is not None:
-            indices.append(("key", key_index))
-        sp = [s for i, s in enumerate(spacing) if i != axis][::-1]
-        for role, idx in indices:
-            png = to_png(window(slice_2d(data, plane, idx), wlo, whi), p.render_size, (sp[0], sp[1]))
-            name = f"{plane}_{idx:03d}.png"
-            save_png(png, out_dir / name)
-            renders.append({"plane": plane, "slice_index": idx, "window": [round(wlo, 6), round(whi, 6)],
-                            "path": relpath(final_dir / name), "role": role})
-    if p.montage:
-        n = data.shape[2]
-        idxs = [int(round(f * (n - 1))) for f in np.linspace(0.25, 0.8, 9)]
-        tiles = [to_png(window(slice_2d(data, "axial", i), wlo, whi), 128, (spacing[1], spacing[0])) for i in idxs]
-        save_png(montage(tiles, 3, ("R", "L", "A", "P")), out_dir / "montage_axial.png")
-        renders.append({"plane": "montage", "slice_index": None, "window": [round(wlo, 6), round(whi, 6)],
-                        "path": relpath(final_dir / "montage_axial.png"), "role": "montage"})
+                  final_dir: Path, *, targets: list[dict[str, Any]] | None = None,
+                  refused: dict[str, str] | None = None, window_override: tuple[float, float] | None = None,
+                  role: str = "target",
+                  prefix: str = "") -> list[dict[str, Any]]:
+    """The PNG renders of a normalized volume (mid planes, target slices, montages); deterministic byte for byte.
+    Planes in ``refused`` (acquisition QC) are not rendered. With ``prefix`` only the targets are rendered (the
+    follow-up of a longitudinal pair, at the baseline's slices and window)."""
+    refused = refused or {}
+    if window_override is not None:
+        wlo, whi = window_override
+    else:  # windowing on the normalized volume: fixed percentiles of the foreground
+        wlo, whi = (float(v) for v in np.percentile(data[fg] if fg.any() else data, [1.0, 99.5]))
+    win = [round(wlo, 6), round(whi, 6)]
+    renders: list[dict[str, Any]] = []
+    if not prefix:
+        for plane in p.planes:
+            if plane in refused:
+                continue
+            n = data.shape[PLANE_AXIS_[plane]]
+            for f in p.slice_fractions:
+                idx = min(n - 1, int(round(f * (n - 1))))
+                renders.append(_render_slice(data, plane, idx, wlo, whi, spacing, p, out_dir, final_dir,
+                                             {"role": "mid"}, f"{plane}_{idx:03d}.png"))
+        if p.montage and "axial" not in refused:
+            n = data.shape[2]
+            idxs = [int(round(f * (n - 1))) for f in np.linspace(0.25, 0.8, 9)]
+            renders.append(_render_montage(data, idxs, wlo, whi, spacing, out_dir, final_dir, "montage_axial.png",
+                                           {"role": "montage", "window": win}))
+    for t in targets or []:
+        plane = "axial" if t["plane"] == "montage" else t["plane"]
+        if plane in refused:
+            continue
+        meta = {"role": role, "target": t["target"], "located_by": t["located_by"]}
+        if t["plane"] == "montage":
+            meta["position_mm"] = t["positions_mm"][len(t["positions_mm"]) // 2]
+            renders.append(_render_montage(data, t["slices"], wlo, whi, spacing, out_dir, final_dir,
+                                           f"{prefix}{t['target']}_montage.png", {**meta, "window": win}))
+            continue
+        meta["position_mm"] = t["position_mm"]
+        renders.append(_render_slice(data, plane, t["slice_index"], wlo, whi, spacing, p, out_dir, final_dir, meta,
+                                     f"{prefix}{t['target']}_{plane}_{t['slice_index']:03d}.png"))
     return renders
+
+
+PLANE_AXIS_ = {"sagittal": 0, "coronal": 1, "axial": 2}
+
+
+def _render_slice(data: np.ndarray, plane: str, idx: int, wlo: float, whi: float, spacing: tuple[float, ...],
+                  p: NormalizeParams, out_dir: Path, final_dir: Path, meta: dict[str, Any],
+                  name: str) -> dict[str, Any]:
+    from curation.imaging.render import save_png, slice_2d, to_png, window
+
+    axis = PLANE_AXIS_[plane]
+    sp = [s for i, s in enumerate(spacing) if i != axis][::-1]
+    save_png(to_png(window(slice_2d(data, plane, idx), wlo, whi), p.render_size, (sp[0], sp[1])), out_dir / name)
+    return {"plane": plane, "slice_index": idx, "window": [round(wlo, 6), round(whi, 6)],
+            "path": relpath(final_dir / name), **meta}
+
+
+def _render_montage(data: np.ndarray, idxs: list[int], wlo: float, whi: float, spacing: tuple[float, ...],
+                    out_dir: Path, final_dir: Path, name: str, meta: dict[str, Any]) -> dict[str, Any]:
+    from curation.imaging.render import montage, save_png, slice_2d, to_png, window
+
+    tiles = [to_png(window(slice_2d(data, "axial", i), wlo, whi), 128, (spacing[1], spacing[0])) for i in idxs]
+    save_png(montage(tiles, 3, ("R", "L", "A", "P")), out_dir / name)
+    return {"plane": "montage", "slice_index": None, "path": relpath(final_dir / name), **meta}
 
 
 def register_series(task: dict[str, Any]) -> dict[str, Any]:
     """Rigid registration of a normalized series to its visit's T1w (Mattes MI), resampled onto the T1w grid,
     then rendered again. Single-threaded with regular sampling, so the result is the same on every run."""
     import nibabel as nib
-    import SimpleITK as sitk
 
     from curation.imaging.convert import save_nifti
 
@@ -158,27 +205,7 @@ def register_series(task: dict[str, Any]) -> dict[str, Any]:
     out_dir, final_dir = Path(task["out_dir"]), Path(task["final_dir"])
     try:
         fixed_img, moving_img = nib.load(task["fixed"]), nib.load(task["moving"])
-        fixed, moving = _to_sitk(fixed_img), _to_sitk(moving_img)
-        threads = sitk.ProcessObject.GetGlobalDefaultNumberOfThreads()
-        sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(1)
-        try:
-            init = sitk.CenteredTransformInitializer(fixed, moving, sitk.Euler3DTransform(),
-                                                     sitk.CenteredTransformInitializerFilter.MOMENTS)
-            reg = sitk.ImageRegistrationMethod()
-            reg.SetMetricAsMattesMutualInformation(numberOfHistogramBins=32)
-            reg.SetMetricSamplingStrategy(reg.REGULAR)
-            reg.SetMetricSamplingPercentage(0.2, seed=1)
-            reg.SetInterpolator(sitk.sitkLinear)
-            reg.SetOptimizerAsRegularStepGradientDescent(learningRate=1.0, minStep=1e-3, numberOfIterations=150)
-            reg.SetOptimizerScalesFromPhysicalShift()
-            reg.SetShrinkFactorsPerLevel([2, 1])
-            reg.SetSmoothingSigmasPerLevel([1.0, 0.0])
-            reg.SetInitialTransform(init, inPlace=False)
-            tx = reg.Execute(fixed, moving)
-            metric = float(reg.GetMetricValue())
-            out = sitk.Resample(moving, fixed, tx, sitk.sitkLinear, 0.0, sitk.sitkFloat32)
-        finally:
-            sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(threads)
+        tx, metric, out = _rigid(_to_sitk(fixed_img), _to_sitk(moving_img), REGISTER_SPACING)
     except Exception as exc:
         return {"ok": False, "reason": "registration_failed", "detail": f"{type(exc).__name__}: {exc}"}
     spacing = tuple(round(float(z), 4) for z in fixed_img.header.get_zooms()[:3])
@@ -188,13 +215,93 @@ def register_series(task: dict[str, Any]) -> dict[str, Any]:
     for old in out_dir.glob("*.png"):
         old.unlink()
     fg = data > float(data.mean())
-    renders = render_volume(data, fg, spacing, p, out_dir, final_dir)
+    from curation.imaging.targets import locate
+
+    located = locate(data, img.affine, task.get("sequence"), p) if p.key_slices else {"targets": [], "anatomy": {}}
+    refused = task.get("refused") or {}
+    renders = render_volume(data, fg, spacing, p, out_dir, final_dir, targets=located["targets"], refused=refused)
     params = [round(float(v), 4) for v in tx.GetParameters()] if hasattr(tx, "GetParameters") else []
     step = {"name": "register_rigid", "args": {"reference": task["reference"], "metric": "MattesMI",
                                                "final_metric": round(metric, 4), "transform": params},
             "version": VERSION}
     return {"ok": True, "renders": renders, "spacing": spacing, "shape": tuple(int(v) for v in data.shape),
-            "step": step, "qc": _qc(data, fg, spacing, {})}
+            "step": step, "qc": {**_qc(data, fg, spacing, {}), "planes_refused": sorted(refused),
+                                 "planes_refused_reason": refused, "anatomy": located["anatomy"]}}
+
+
+REGISTER_SPACING = 2.0  # mm: within-visit registrations run on copies at this spacing
+
+
+def _rigid(fixed: Any, moving: Any, spacing: float) -> tuple[Any, float, Any]:
+    """Rigid transform (fixed points -> moving points; Mattes MI on copies at ``spacing`` mm, coarse to fine),
+    its final metric, and ``moving`` resampled onto ``fixed``. Single-threaded with regular sampling, so the
+    result is the same on every run."""
+    import SimpleITK as sitk
+
+    from curation.imaging.anatomy import _coarse
+
+    threads = sitk.ProcessObject.GetGlobalDefaultNumberOfThreads()
+    sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(1)
+    try:
+        cf, cm = _coarse(fixed, spacing), _coarse(moving, spacing)
+        init = sitk.CenteredTransformInitializer(cf, cm, sitk.Euler3DTransform(),
+                                                 sitk.CenteredTransformInitializerFilter.MOMENTS)
+        reg = sitk.ImageRegistrationMethod()
+        reg.SetMetricAsMattesMutualInformation(numberOfHistogramBins=32)
+        reg.SetMetricSamplingStrategy(reg.REGULAR)
+        reg.SetMetricSamplingPercentage(0.5, seed=1)
+        reg.SetInterpolator(sitk.sitkLinear)
+        reg.SetOptimizerAsRegularStepGradientDescent(learningRate=1.0, minStep=1e-4, numberOfIterations=200,
+                                                     relaxationFactor=0.6)
+        reg.SetOptimizerScalesFromPhysicalShift()
+        reg.SetShrinkFactorsPerLevel([2, 1])
+        reg.SetSmoothingSigmasPerLevel([1.0, 0.0])
+        reg.SmoothingSigmasAreSpecifiedInPhysicalUnitsOn()
+        reg.SetInitialTransform(init, inPlace=False)
+        tx = reg.Execute(cf, cm)
+        metric = float(reg.GetMetricValue())
+        out = sitk.Resample(moving, fixed, tx, sitk.sitkLinear, 0.0, sitk.sitkFloat32)
+    finally:
+        sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(threads)
+    return tx, metric, out
+
+
+PAIR_SPACING = 3.0  # mm: longitudinal registrations run on copies at this spacing, then resample the 1 mm volume
+
+
+def pair_series(task: dict[str, Any]) -> dict[str, Any]:
+    """A follow-up T1w registered (rigid, Mattes MI on 3 mm copies) to the baseline T1w and rendered at the
+    baseline's target slices (same grid, so the same position in mm) with the baseline's window."""
+    import nibabel as nib
+
+
+    p: NormalizeParams = task["params"]
+    try:
+        fixed_img, moving_img = nib.load(task["fixed"]), nib.load(task["moving"])
+        tx, metric, out = _rigid(_to_sitk(fixed_img), _to_sitk(moving_img), PAIR_SPACING)
+    except Exception as exc:
+        return {"ok": False, "reason": "registration_failed", "detail": f"{type(exc).__name__}: {exc}"}
+    spacing = tuple(round(float(z), 4) for z in fixed_img.header.get_zooms()[:3])
+    data = np.asarray(_from_sitk(out, fixed_img.affine, spacing).dataobj, dtype=np.float32)
+    fg = data > float(data.mean())
+    renders = render_volume(data, fg, spacing, p, Path(task["out_dir"]), Path(task["final_dir"]),
+                            targets=task["targets"], refused=task["refused"], window_override=task["window"],
+                            role="paired", prefix="paired_")
+    for r in renders:
+        r["located_by"] = f"registered_to:{task['reference']}"
+    # the same map in RAS mm: baseline point -> follow-up point
+    tfm = tx.GetNthTransform(0) if hasattr(tx, "GetNthTransform") else tx
+    m = np.eye(4)
+    m[:3, :3] = np.asarray(tfm.GetMatrix()).reshape(3, 3)
+    centre = np.asarray(tfm.GetCenter())
+    m[:3, 3] = np.asarray(tfm.GetTranslation()) + centre - m[:3, :3] @ centre
+    flip = np.diag([-1.0, -1.0, 1.0, 1.0])
+    ras = flip @ m @ flip
+    step = {"name": "register_to_baseline", "args": {
+        "reference": task["reference"], "reference_visit": task["reference_visit"], "metric": "MattesMI",
+        "final_metric": round(metric, 4), "spacing_mm": PAIR_SPACING,
+        "baseline_to_followup_ras": [[round(float(v), 5) for v in row] for row in ras]}, "version": VERSION}
+    return {"ok": True, "renders": renders, "step": step}
 
 
 def _to_sitk(img: Any) -> Any:
@@ -250,15 +357,6 @@ def _n4(img: Any) -> Any:
     log_field = n4.GetLogBiasFieldAsImage(src)
     corrected = src / sitk.Exp(log_field)
     return _from_sitk(corrected, img.affine, tuple(src.GetSpacing()))
-
-
-def _key_slice(data: np.ndarray, fg: np.ndarray) -> int | None:
-    """The axial slice with the most unusually bright foreground voxels (a lesion on FLAIR/T2/DWI)."""
-    if not fg.any():
-        return None
-    thr = np.percentile(data[fg], 99.0)
-    counts = ((data > thr) & fg).sum(axis=(0, 1))
-    return int(np.argmax(counts)) if counts.max() > 0 else None
 
 
 def _qc(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], info: dict[str, Any]) -> dict[str, Any]:
@@ -371,6 +469,8 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
             report.counts["series_qc_flagged"] += int(not res["qc"]["pass"])
         if params.register_to_t1:
             _register_visits(cases, series_tasks, params, workers, scheduler, report)
+        if params.longitudinal and params.key_slices:
+            _pair_visits(cases, series_tasks, params, workers, scheduler, report)
         for _, s in series_tasks:
             if s.renders:
                 qc_rows.append({"kind": "series", "id": s.series_id, **s.qc, "thumbnail": s.renders[0].path})
@@ -412,7 +512,8 @@ def _register_visits(cases: list[Case], series_tasks: list[tuple[dict[str, Any],
                 t, r = staged[id(s)], staged[id(ref)]
                 jobs.append(({"params": params, "fixed": str(Path(r["out_dir"]) / "volume.nii.gz"),
                               "moving": str(Path(t["out_dir"]) / "volume.nii.gz"), "out_dir": t["out_dir"],
-                              "final_dir": t["final_dir"], "reference": ref.series_id}, s))
+                              "final_dir": t["final_dir"], "reference": ref.series_id, "sequence": s.sequence,
+                              "refused": s.qc.get("planes_refused_reason") or {}}, s))
     for (job, s), res in zip(jobs, pmap(register_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
                              strict=True):
         if not res["ok"]:
@@ -424,6 +525,53 @@ def _register_visits(cases: list[Case], series_tasks: list[tuple[dict[str, Any],
         s.provenance.append(Step(**res["step"]))
         s.qc = {**res["qc"], "registered_to": job["reference"]}
         report.counts["series_registered"] += 1
+
+
+def _pair_visits(cases: list[Case], series_tasks: list[tuple[dict[str, Any], Any]], params: NormalizeParams,
+                 workers: int, scheduler: str | None, report: Report) -> None:
+    """Line up each follow-up T1w with the case's baseline T1w (the T1w of its earliest visit) and render it at
+    the baseline's target positions, so the two time points show the same anatomy at the same mm."""
+    staged = {id(s): t for t, s in series_tasks}
+    jobs = []
+    for case in cases:
+        visits = sorted((v for v in case.visits if any(s.sequence == "T1w" and s.nifti for s in v.series)),
+                        key=lambda v: (v.days_from_baseline is None, v.days_from_baseline or 0))
+        if len(visits) < 2:
+            continue
+        base_visit = visits[0]
+        base = next(s for s in base_visit.series if s.sequence == "T1w" and s.nifti)
+        targets = [_placement(r) for r in base.renders if r.role == "target"]
+        targets = [t for t in targets if t is not None]
+        if not targets:
+            continue
+        window = next(r.window for r in base.renders if r.role == "target" and r.window)
+        for visit in visits[1:]:
+            s = next(x for x in visit.series if x.sequence == "T1w" and x.nifti)
+            t, r = staged[id(s)], staged[id(base)]
+            refused = {**(base.qc.get("planes_refused_reason") or {}), **(s.qc.get("planes_refused_reason") or {})}
+            jobs.append(({"params": params, "fixed": str(Path(r["out_dir"]) / "volume.nii.gz"),
+                          "moving": str(Path(t["out_dir"]) / "volume.nii.gz"), "out_dir": t["out_dir"],
+                          "final_dir": t["final_dir"], "reference": base.series_id,
+                          "reference_visit": base_visit.visit_id, "targets": targets, "window": tuple(window),
+                          "refused": refused}, s))
+    for (job, s), res in zip(jobs, pmap(pair_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
+                             strict=True):
+        if not res["ok"]:
+            report.counts["longitudinal_registration_failed"] += 1
+            s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "longitudinal_registration_failed"]}
+            continue
+        s.renders.extend(Render(**r) for r in res["renders"])
+        s.provenance.append(Step(**res["step"]))
+        s.qc = {**s.qc, "paired_with": job["reference"]}
+        report.counts["series_paired_to_baseline"] += 1
+
+
+def _placement(r: Render) -> dict[str, Any] | None:
+    """A target render of the baseline as the placement its follow-up is rendered at."""
+    if r.plane == "montage":
+        return None  # the montage's slices are not recorded one by one; pairs are single slices
+    return {"target": r.target, "plane": r.plane, "slice_index": r.slice_index, "position_mm": r.position_mm,
+            "located_by": r.located_by}
 
 
 def _contact_sheet(rows: list[dict[str, Any]], out: Path, final: Path) -> None:

@@ -1,0 +1,200 @@
+"""Renders that show their target: each target render's slice holds the target's voxels in the demo phantom's ground
+truth (mapped through world coordinates), follow-ups sit at the baseline's mm, coarse acquisitions keep only the
+planes they can show, and a volume without brain anatomy gets no anatomy renders."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from curation.demo import phantom
+from curation.imaging.targets import PLANE_NORMAL, refused_planes, sampling_mm
+from curation.params import NormalizeParams
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+MPRAGE = SHARED / "fixtures" / "dicom-real" / "siemens-xa30" / "5001_anat-T1w_acq-tfl"
+HALF_VOXEL = phantom.GRID_MM / 2
+
+
+def _world(mask: np.ndarray, affine: np.ndarray) -> np.ndarray:
+    vox = np.argwhere(mask).astype(np.float64)
+    return (affine[:3, :3] @ vox.T).T + affine[:3, 3]
+
+
+def _source_affine(spec: dict) -> np.ndarray:
+    """Where the demo wrote its voxels: DICOM and NIfTI carry the phantom's affine; Analyze (OASIS-1) keeps only
+    voxel sizes, so a reader places it by the format's default (radiological, centred)."""
+    if spec["format"] == "analyze":
+        return nib.load(next(f for f in spec["files"] if f.endswith(".hdr"))).affine
+    return phantom.AFFINE
+
+
+def _in_plane(points_mm: np.ndarray, axis: int, position_mm: float) -> int:
+    """Target voxels (centres, world mm) whose voxel the plane at ``position_mm`` cuts."""
+    return int((np.abs(points_mm[:, axis] - position_mm) <= HALF_VOXEL).sum())
+
+
+def _truth_by_series(cases: list) -> dict[tuple[str, str], dict]:
+    """(case_id, series_id) -> how the demo drew that volume (matched by pseudonymous case id, visit, sequence)."""
+    from curation.demo.corpus import series_truth
+    from curation.records import pseudonym
+
+    specs = {(pseudonym(d["source"], d["subject"]), d["visit"], d["sequence"]): d for d in series_truth()}
+    out = {}
+    for case in cases:
+        visits = sorted(case.visits, key=lambda v: (v.days_from_baseline is None, v.days_from_baseline or 0))
+        for n, visit in enumerate(visits):
+            for s in visit.series:
+                spec = specs.get((case.case_id, n, s.sequence))
+                if spec is not None and s.nifti:
+                    out[(case.case_id, s.series_id)] = {**spec, "format": s.format, "files": s.files}
+    return out
+
+
+def check_demo_targets(cases: list) -> dict[str, Counter]:
+    """Hit counts per target over the normalized demo series: {"renders": ..., "hits": ..., "missing": ...}."""
+    truth = _truth_by_series(cases)
+    assert len(truth) >= 20, len(truth)
+    series = {(c.case_id, s.series_id): s for c in cases for s in c.all_series()}
+    renders, hits, missing, false_lesions = Counter(), Counter(), Counter(), []
+    cache: dict[tuple, dict] = {}
+    for sid, spec in truth.items():
+        s = series[sid]
+        key = (spec["atrophy"], spec["lesion"], spec["pose"])
+        if key not in cache:
+            cache[key] = phantom.ground_truth(atrophy=spec["atrophy"], lesion=spec["lesion"], pose=spec["pose"])
+        gt = cache[key]
+        src = _source_affine(spec)
+        affine = nib.load(s.nifti).affine
+        targets = {r.target for r in s.renders if r.role == "target"}
+        for name in ("hippocampus", "lateral_ventricles", "brain"):
+            if name not in targets:
+                missing[name] += 1
+        if spec["lesion"] is not None and s.sequence == "FLAIR" and "lesion" not in targets:
+            missing["lesion"] += 1
+        if spec["lesion"] is None and "lesion" in targets:
+            false_lesions.append(sid)
+        for r in s.renders:
+            if r.role != "target" or r.plane == "montage":
+                continue
+            axis = PLANE_NORMAL[r.plane]
+            # the recorded mm is the slice's own world coordinate in the normalized volume
+            centre = [(n - 1) / 2 for n in nib.load(s.nifti).shape[:3]]
+            centre[axis] = r.slice_index
+            assert abs((affine @ np.append(centre, 1))[axis] - r.position_mm) < 1e-2
+            assert Path(r.path).exists() and r.located_by
+            renders[r.target] += 1
+            hits[r.target] += int(_in_plane(_world(gt[r.target], src), axis, r.position_mm) > 0)
+    return {"renders": renders, "hits": hits, "missing": missing, "false_lesions": Counter(false_lesions)}
+
+
+def check_demo_pairs(cases: list) -> int:
+    """Every follow-up T1w has paired renders at its baseline's positions and window, and they show the target."""
+    truth = _truth_by_series(cases)
+    series = {(c.case_id, s.series_id): s for c in cases for s in c.all_series()}
+    n = 0
+    for (cid, sid), s in series.items():
+        paired = [r for r in s.renders if r.role == "paired"]
+        if not paired:
+            continue
+        step = next(st for st in s.provenance if st.name == "register_to_baseline")
+        base = series[(cid, step.args["reference"])]
+        spec = truth[(cid, sid)]
+        gt = phantom.ground_truth(atrophy=spec["atrophy"], lesion=spec["lesion"], pose=spec["pose"])
+        to_base = np.linalg.inv(np.asarray(step.args["baseline_to_followup_ras"]))
+        for r in paired:
+            ref = next(b for b in base.renders if b.role == "target" and b.target == r.target and b.plane == r.plane)
+            assert (r.position_mm, r.slice_index, r.window) == (ref.position_mm, ref.slice_index, ref.window)
+            assert r.located_by == f"registered_to:{base.series_id}"
+            pts = _world(gt[r.target], _source_affine(spec))
+            pts = (to_base[:3, :3] @ pts.T).T + to_base[:3, 3]  # follow-up truth in the baseline's world
+            assert _in_plane(pts, PLANE_NORMAL[r.plane], r.position_mm) > 0, (sid, r.target)
+            n += 1
+    return n
+
+
+def test_demo_target_renders_contain_their_targets(pipeline: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from curation.records import read_jsonl
+    from curation.schema import Case
+
+    monkeypatch.chdir(pipeline)
+    cases = list(read_jsonl(pipeline / "normalize" / "cases.jsonl", Case))
+    res = check_demo_targets(cases)
+    assert not res["missing"] and not res["false_lesions"], res
+    assert res["renders"]["hippocampus"] >= 20 and res["renders"]["lesion"] >= 4, res
+    assert res["hits"] == res["renders"], res
+    # longitudinal: ADNI (3 subjects) and OASIS-3 (2) have two visits with T1w, OASIS-1 one rescan
+    assert check_demo_pairs(cases) >= 6 * 2
+
+
+def test_plane_qc_rules() -> None:
+    assert refused_planes((1.0, 1.0, 1.2), 1.5) == {}
+    thick = refused_planes((4.8, 1.0, 1.0), 1.5)  # 2D sagittal: only its native plane
+    assert sorted(thick) == ["axial", "coronal"] and "4.8 mm" in thick["axial"]
+    assert sorted(refused_planes((0.9, 0.9, 5.0), 1.5)) == ["coronal", "sagittal"]
+    oblique = np.eye(4)
+    oblique[:3, :3] = np.diag([1.0, 1.0, 4.0])
+    c, s = np.cos(0.3), np.sin(0.3)
+    oblique[:3, :3] = np.array([[1, 0, 0], [0, c, -s], [0, s, c]]) @ oblique[:3, :3]
+    assert sampling_mm(oblique) == (1.0, 1.0, 4.0)
+
+
+def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
+    """35 sagittal slices 4.8 mm apart: no axial or coronal reformat, no montage, reasons recorded."""
+    from curation.imaging.normalize import process_series
+
+    vol = phantom.head("FLAIR", seed=3)
+    xs = np.round(np.linspace(10, phantom.SHAPE[0] - 11, 35)).astype(int)
+    thick = vol[xs].astype(np.float32)
+    aff = phantom.AFFINE.copy()
+    aff[0, 0] = 4.8
+    aff[0, 3] = -81.6
+    path = tmp_path / "in" / "sag.nii.gz"
+    path.parent.mkdir()
+    nib.save(nib.Nifti1Image(thick, aff), str(path))
+    p = NormalizeParams(deface=False)
+    out = tmp_path / "out"
+    res = process_series({"format": "nifti", "files": [str(path)], "params": p, "out_dir": str(out),
+                          "final_dir": str(out), "sequence": "FLAIR"})
+    assert res["ok"], res
+    assert {r["plane"] for r in res["renders"]} == {"sagittal"}, [r["path"] for r in res["renders"]]
+    assert res["qc"]["planes_refused"] == ["axial", "coronal"]
+    assert res["qc"]["source_sampling_mm"][0] == 4.8
+    assert all(not Path(out, n).exists() for n in ("montage_axial.png",))
+
+
+def test_no_brain_no_anatomy_renders(tmp_path: Path) -> None:
+    """A uniform cylinder (a QA phantom): the template fit is refused, so nothing claims to show a hippocampus."""
+    from curation.imaging.normalize import process_series
+
+    g = np.indices((100, 120, 110)).astype(np.float32)
+    cyl = ((g[0] - 50) ** 2 + (g[1] - 60) ** 2 < 40**2) & (g[2] > 10) & (g[2] < 100)
+    data = np.where(cyl, 800.0, 0.0) + np.random.default_rng(0).normal(0, 5, cyl.shape)
+    path = tmp_path / "cyl.nii.gz"
+    nib.save(nib.Nifti1Image(np.abs(data).astype(np.float32), np.diag([1.5, 1.5, 1.5, 1.0])), str(path))
+    out = tmp_path / "out"
+    res = process_series({"format": "nifti", "files": [str(path)], "params": NormalizeParams(deface=False),
+                          "out_dir": str(out), "final_dir": str(out), "sequence": "T1w"})
+    assert res["ok"], res
+    assert not [r for r in res["renders"] if r["role"] == "target"]
+    assert res["qc"]["anatomy"]["fit"] == "refused" and "no brain anatomy" in res["qc"]["anatomy"]["fit_reason"]
+
+
+@pytest.mark.skipif(not MPRAGE.is_dir(), reason="../shared/fixtures/dicom-real absent")
+def test_real_siemens_mprage(tmp_path: Path) -> None:
+    """The dcm_qa XA30 'T1w MPRAGE' (2 mm isotropic, sagittal): 2 mm between samples everywhere, so only its
+    native sagittal plane is rendered; and it is a uniform QA bottle, not a head, so no anatomy target is claimed."""
+    from curation.imaging.normalize import process_series
+
+    files = sorted(str(f) for f in MPRAGE.glob("*.dcm"))
+    out = tmp_path / "out"
+    res = process_series({"format": "dicom", "files": files, "params": NormalizeParams(deface=False),
+                          "out_dir": str(out), "final_dir": str(out), "sequence": "T1w"})
+    assert res["ok"], res
+    assert res["qc"]["planes_refused"] == ["axial", "coronal"]
+    assert {r["plane"] for r in res["renders"]} == {"sagittal"}
+    assert res["qc"]["anatomy"]["fit"] == "refused"

@@ -228,15 +228,17 @@ def imaging_render(
     """Render mid/key slices in three planes plus a montage, and list them in renders.json."""
     from curation.imaging.normalize import process_series
     from curation.records import write_json
+    from curation.report import Outcome
 
     fmt = "analyze" if volume.name.endswith(".hdr") else "nifti"
-    res = process_series({"format": fmt, "files": [str(volume)], "params": _section(params, "normalize"),
-                          "out_dir": str(out_dir), "final_dir": str(out_dir), "sequence": None})
-    if not res["ok"]:
-        _err(f"{volume}: {res['reason']} ({res['detail']})")
+    res = Outcome.from_result(process_series({"format": fmt, "files": [str(volume)],
+                                              "params": _section(params, "normalize"), "out_dir": str(out_dir),
+                                              "final_dir": str(out_dir), "sequence": None}))
+    if not res.ok:
+        _err(f"{volume}: {res.reason} ({res.detail})")
         raise typer.Exit(3)
-    write_json(out_dir / "renders.json", res["renders"])
-    typer.echo(f"{out_dir}: {len(res['renders'])} renders")
+    write_json(out_dir / "renders.json", res.data["renders"])
+    typer.echo(f"{out_dir}: {len(res.data['renders'])} renders")
 
 
 @app.command()

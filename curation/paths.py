@@ -13,7 +13,8 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+
+from curation.report import Outcome
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME = 96
@@ -78,17 +79,28 @@ def readable(path: str | os.PathLike[str], src: str | os.PathLike[str]) -> bool:
     return inside(path, src) or inside(path, Path.cwd())
 
 
-OUTSIDE_INPUT: dict[str, Any] = {"ok": False, "reason": "outside_input",
-                 "detail": "resolves outside the stage's input folder and the project folder; not read"}
+OUTSIDE_INPUT = Outcome.failure("outside_input",
+                                "resolves outside the stage's input folder and the project folder; not read")
+
+WALK_DETAIL = {
+    "outside_raw": "a symlink that resolves outside the raw folder; not read",
+    "filename_not_utf8": "the file name is not UTF-8; rename it to ingest it",
+    "broken_symlink": "a symlink to nothing",
+    "symlinked_folder": "a symlink to a folder inside the raw folder; its files are read where they are",
+}
 
 
-def walk_files(top: Path, root: Path | None = None) -> Iterator[tuple[Path, str | None]]:
+def _refused(code: str) -> Outcome:
+    return Outcome.failure(code, WALK_DETAIL[code])
+
+
+def walk_files(top: Path, root: Path | None = None) -> Iterator[tuple[Path, Outcome | None]]:
     """Every file under ``top`` (inside ``root``, default ``top``), with why it must not be read (or None).
 
-    Reasons: ``outside_raw`` (a symlink, to a file or a folder, that resolves outside ``root``),
-    ``filename_not_utf8`` (bytes in the name that are not UTF-8), ``skipped:symlinked_folder`` (a
-    symlink to a folder inside ``root``: its files are read where they are). Folders are never
-    followed through symlinks, so nothing outside ``root`` is listed, let alone read.
+    Failures: ``outside_raw`` (a symlink, to a file or a folder, that resolves outside ``root``),
+    ``filename_not_utf8`` (bytes in the name that are not UTF-8), ``broken_symlink``; skipped:
+    ``symlinked_folder`` (a symlink to a folder inside ``root``: its files are read where they are). Folders are
+    never followed through symlinks, so nothing outside ``root`` is listed, let alone read.
     """
     real_root = Path(root or top).resolve()
     for folder, dirs, files in os.walk(top, followlinks=False):
@@ -98,21 +110,23 @@ def walk_files(top: Path, root: Path | None = None) -> Iterator[tuple[Path, str 
             p = base / d
             if p.is_symlink():
                 dirs.remove(d)
-                target_inside = inside(p, real_root)
-                yield p, ("skipped:symlinked_folder" if target_inside and p.resolve().is_dir() else "outside_raw")
+                if inside(p, real_root) and p.resolve().is_dir():
+                    yield p, Outcome.skip("symlinked_folder", WALK_DETAIL["symlinked_folder"])
+                else:
+                    yield p, _refused("outside_raw")
             elif not is_utf8_name(d):
                 dirs.remove(d)
-                yield p, "filename_not_utf8"
+                yield p, _refused("filename_not_utf8")
         for f in sorted(files):
             p = base / f
             if not is_utf8_name(f):
-                yield p, "filename_not_utf8"
+                yield p, _refused("filename_not_utf8")
             elif p.is_symlink() and not inside(p, real_root):
-                yield p, "outside_raw"
+                yield p, _refused("outside_raw")
             elif p.is_file():
                 yield p, None
             elif p.is_symlink():
-                yield p, "broken_symlink"
+                yield p, _refused("broken_symlink")
 
 
 def unique_name(name: str, seen: set[str]) -> str:

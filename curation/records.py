@@ -25,6 +25,15 @@ SECRET_ENV = "CURATION_SECRET"
 SECRET_FILE = Path(".curation/secret")
 
 
+def relpath(path: str | os.PathLike[str]) -> str:
+    """Paths in records are relative to the project root (the working directory of `dvc repro`)."""
+    p = Path(os.path.abspath(path))
+    try:
+        return p.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
 # ---------------------------------------------------------------- atomic writes
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "w", durable: bool = True) -> Iterator[IO[Any]]:

@@ -3,12 +3,89 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from curation.errors import FailureRateExceeded
 from curation.records import write_json, write_jsonl
+
+
+class Kind(StrEnum):
+    """What became of one input: used, failed, skipped by design, or used with a part missing."""
+
+    ok = "ok"
+    failed = "failed"
+    skipped = "skipped"
+    incomplete = "incomplete"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one step on one input (a file, a series, a figure), as every stage's report takes it.
+
+    ``code`` is a short reason (``dicom_truncated``), ``detail`` one line for a person, ``data`` what an ok step
+    made (header fields, actions applied). The kind is a field, never read back from the reason's text; the
+    quarantine ``reason`` written for it is ``code`` for a failure and ``<kind>:<code>`` otherwise, as before.
+    Plain data (an enum, strings, a dict), so it pickles across process pools and Dask workers."""
+
+    kind: Kind
+    code: str = ""
+    detail: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def success(cls, **data: Any) -> Outcome:
+        return cls(Kind.ok, data=data)
+
+    @classmethod
+    def failure(cls, code: str, detail: str = "", **data: Any) -> Outcome:
+        return cls(Kind.failed, code, detail, data)
+
+    @classmethod
+    def skip(cls, code: str, detail: str = "", **data: Any) -> Outcome:
+        return cls(Kind.skipped, code, detail, data)
+
+    @classmethod
+    def incomplete(cls, code: str, detail: str = "", **data: Any) -> Outcome:
+        return cls(Kind.incomplete, code, detail, data)
+
+    @classmethod
+    def from_result(cls, result: Outcome | Mapping[str, Any]) -> Outcome:
+        """An outcome from a step that still answers with an ``{"ok", "reason", "detail", ...}`` dict (normalize's
+        tasks, until they return an Outcome): a false ``ok`` is a failure with that reason."""
+        if isinstance(result, Outcome):
+            return result
+        rest = {k: v for k, v in result.items() if k not in ("ok", "reason", "detail")}
+        if result.get("ok"):
+            return cls(Kind.ok, data=rest)
+        return cls(Kind.failed, str(result.get("reason") or "failed"), str(result.get("detail") or ""), rest)
+
+    @property
+    def ok(self) -> bool:
+        return self.kind is Kind.ok
+
+    @property
+    def reason(self) -> str:
+        """The reason as quarantine.jsonl and the report's counters spell it."""
+        if self.kind in (Kind.ok, Kind.failed):
+            return self.code
+        return f"{self.kind.value}:{self.code}"
+
+    def __getitem__(self, key: str) -> Any:
+        """Read like the dict it replaces (``res["ok"]``, ``res["reason"]``, ``res["nifti"]``), so code that has not
+        moved to the attributes yet (imaging/normalize.py) keeps working."""
+        if key in ("ok", "reason", "detail"):
+            return getattr(self, key)
+        return self.data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
 
 def failed_dir(dst: str | Path) -> Path:
@@ -22,6 +99,7 @@ class QuarantineEntry:
     path: str
     reason: str
     detail: str
+    kind: Kind = Kind.failed
 
     def as_dict(self) -> dict[str, str]:
         return {"path": self.path, "reason": self.reason, "detail": self.detail}
@@ -39,38 +117,50 @@ class Report:
     metrics: dict[str, Any] = field(default_factory=dict)
     skipped_steps: dict[str, str] = field(default_factory=dict)
 
-    def fail(self, path: str | Path, reason: str, detail: str) -> None:
+    def record(self, path: str | Path, outcome: Outcome) -> bool:
+        """List an input that was not used as it stands (failed, skipped, incomplete) under its kind; an ok outcome
+        lists nothing. Returns whether the outcome was ok."""
+        if outcome.ok:
+            return True
         from curation.paths import printable
 
-        detail = printable(" ".join(str(detail).split())[:300])
+        detail = printable(" ".join(str(outcome.detail).split())[:300])
         where = printable(Path(path).as_posix())
         if len(where) > 500:  # a path made from a huge id: the entry stays one readable line
             where = where[:480] + "..." + f"[{len(where)} chars]"
-        self.quarantine.append(QuarantineEntry(where, reason, detail))
+        self.quarantine.append(QuarantineEntry(where, outcome.reason, detail, outcome.kind))
+        return False
+
+    def fail(self, path: str | Path, reason: str, detail: str) -> None:
+        """An input that could not be used; ``reason`` is its code as written (``edit_not_applied:...`` included)."""
+        self.record(path, Outcome.failure(reason, detail))
 
     def incomplete(self, path: str | Path, reason: str, detail: str) -> None:
         """An input that was used but is missing a part (a figure file, say): listed, not a failure."""
-        self.fail(path, f"incomplete:{reason}", detail)
+        self.record(path, Outcome.incomplete(reason, detail))
 
     def skip(self, path: str | Path, why: str, detail: str = "") -> None:
-        self.fail(path, f"skipped:{why}", detail or why)
+        self.record(path, Outcome.skip(why, detail or why))
 
     def skip_step(self, step: str, why: str) -> None:
         """A whole step that could not run (no LLM endpoint, say): reported, never faked."""
         self.skipped_steps[step] = f"skipped: {why}"
 
+    def _by_kind(self, kind: Kind) -> Counter[str]:
+        return Counter(q.reason for q in self.quarantine if q.kind is kind)
+
     @property
     def failures(self) -> Counter[str]:
         """Every entry that is neither skipped by design nor used incomplete (``edit_not_applied:*`` counts)."""
-        return Counter(q.reason for q in self.quarantine if not q.reason.startswith(("skipped:", "incomplete:")))
+        return self._by_kind(Kind.failed)
 
     @property
     def skipped(self) -> Counter[str]:
-        return Counter(q.reason for q in self.quarantine if q.reason.startswith("skipped:"))
+        return self._by_kind(Kind.skipped)
 
     @property
     def incompletes(self) -> Counter[str]:
-        return Counter(q.reason for q in self.quarantine if q.reason.startswith("incomplete:"))
+        return self._by_kind(Kind.incomplete)
 
     @property
     def failure_rate(self) -> float:
@@ -127,10 +217,10 @@ class Report:
         parts = [f"{self.stage}: {self.inputs} in, {self.outputs} out"]
         if self.failures:
             parts.append("failed " + ", ".join(f"{k}={v}" for k, v in sorted(self.failures.items())))
-        if self.skipped:
-            parts.append("skipped " + ", ".join(f"{k[8:]}={v}" for k, v in sorted(self.skipped.items())))
-        if self.incompletes:
-            parts.append("incomplete " + ", ".join(f"{k[11:]}={v}" for k, v in sorted(self.incompletes.items())))
+        for kind, counts in (("skipped", self.skipped), ("incomplete", self.incompletes)):
+            if counts:
+                parts.append(f"{kind} " + ", ".join(f"{k.removeprefix(kind + ':')}={v}"
+                                                     for k, v in sorted(counts.items())))
         for step, why in sorted(self.skipped_steps.items()):
             parts.append(f"{step} {why}")
         return "; ".join(parts)

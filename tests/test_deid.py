@@ -38,7 +38,7 @@ def test_dicom_phi_removed_dates_shifted_uids_consistent(demo_raw: Path, tmp_pat
     for f in bl[:3] + [f for f in bl if "2007" in f.as_posix()][:1]:
         out = tmp_path / f.name
         res = deidentify_file(str(f), str(out), DicomDeidParams(), b"k", "patient-1", "adni-aaaaaaaaaaaa")
-        assert res["ok"], res
+        assert res.ok, res
         outs.append((f, out))
     for _src, out in outs:
         raw = out.read_bytes()
@@ -99,7 +99,7 @@ def test_every_encoding_gives_the_same_deidentified_values(demo_raw: Path, tmp_p
     for syntax in ("1.2.840.10008.1.2", "1.2.840.10008.1.2.1", "1.2.840.10008.1.2.2"):
         src = _encoded(ds, tmp_path / f"in-{syntax}.dcm", syntax)
         out = tmp_path / f"out-{syntax}.dcm"
-        assert deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "adni-aaaaaaaaaaaa")["ok"]
+        assert deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "adni-aaaaaaaaaaaa").ok
         raw = out.read_bytes()
         for token in ("FLANDERS", "4410074", "Springfield", "HIBBERT"):
             assert token.encode() not in raw, (syntax, token)
@@ -127,7 +127,7 @@ def test_incomplete_file_meta_is_completed(demo_raw: Path, tmp_path: Path) -> No
     src = tmp_path / "in.dcm"
     ds.save_as(src)
     assert "ImplementationClassUID" not in pydicom.dcmread(src).file_meta
-    assert deidentify_file(str(src), str(tmp_path / "out.dcm"), DicomDeidParams(), b"k", "p", "x")["ok"]
+    assert deidentify_file(str(src), str(tmp_path / "out.dcm"), DicomDeidParams(), b"k", "p", "x").ok
     meta = pydicom.dcmread(tmp_path / "out.dcm").file_meta
     assert meta.ImplementationClassUID and meta.FileMetaInformationGroupLength > 0
 
@@ -138,11 +138,11 @@ def test_burned_in_and_junk_are_quarantined(demo_raw: Path, tmp_path: Path) -> N
     ds.BurnedInAnnotation = "YES"
     burned = tmp_path / "burned.dcm"
     ds.save_as(burned)
-    assert deidentify_file(str(burned), str(tmp_path / "o1.dcm"), DicomDeidParams(), b"k", None, None)["reason"] \
+    assert deidentify_file(str(burned), str(tmp_path / "o1.dcm"), DicomDeidParams(), b"k", None, None).reason \
         == "burned_in_annotation"
     junk = tmp_path / "junk.dcm"
     junk.write_bytes(b"hello")
-    assert deidentify_file(str(junk), str(tmp_path / "o2.dcm"), DicomDeidParams(), b"k", None, None)["reason"] \
+    assert deidentify_file(str(junk), str(tmp_path / "o2.dcm"), DicomDeidParams(), b"k", None, None).reason \
         == "skipped:not_dicom"
 
 
@@ -150,7 +150,7 @@ def test_verifier_catches_seeded_phi_everywhere(demo_raw: Path, tmp_path: Path) 
     src = _series(demo_raw)[0]
     clean = tmp_path / "clean"
     clean.mkdir()
-    assert deidentify_file(str(src), str(clean / "a.dcm"), DicomDeidParams(), b"k", "p", "adni-aaaaaaaaaaaa")["ok"]
+    assert deidentify_file(str(src), str(clean / "a.dcm"), DicomDeidParams(), b"k", "p", "adni-aaaaaaaaaaaa").ok
     assert verify_dir(clean) == []
     # seed identifiers: a table attribute, a nested sequence, a private tag, a note
     ds = pydicom.dcmread(clean / "a.dcm")

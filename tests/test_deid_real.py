@@ -33,7 +33,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pat
     for name, path in built.items():
         res = deidentify_file(str(path), str(out / path.name), DicomDeidParams(), b"k", "patient-1",
                               "ANON-aaaaaaaaaaaa")
-        assert res["ok"], (name, res)
+        assert res.ok, (name, res)
         pairs[name] = (path, out / path.name)
     return pairs
 
@@ -154,11 +154,11 @@ def test_same_uid_same_output_across_runs_and_processes(cases: dict[str, tuple[P
     src, out = cases["explicit"]
     deid_dicom._CACHED.clear()  # a fresh run: no memo
     again = tmp_path / "again.dcm"
-    assert deidentify_file(str(src), str(again), DicomDeidParams(), b"k", "patient-1", "ANON-aaaaaaaaaaaa")["ok"]
+    assert deidentify_file(str(src), str(again), DicomDeidParams(), b"k", "patient-1", "ANON-aaaaaaaaaaaa").ok
     assert again.read_bytes() == out.read_bytes()
     code = ("import sys; from curation.deid.dicom import deidentify_file; from curation.params import "
             "DicomDeidParams; print(deidentify_file(sys.argv[1], sys.argv[2], DicomDeidParams(), b'k', "
-            "'patient-1', 'ANON-aaaaaaaaaaaa')['ok'])")
+            "'patient-1', 'ANON-aaaaaaaaaaaa').ok)")
     other = tmp_path / "other.dcm"
     subprocess.run([sys.executable, "-c", code, str(src), str(other)], check=True, cwd=ROOT)
     assert other.read_bytes() == out.read_bytes()
@@ -174,8 +174,8 @@ def test_stage_fails_a_file_the_comparison_flags(cases: dict[str, tuple[Path, Pa
     out = tmp_path / "o.dcm"
     res = deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
     deid_dicom._CACHED.clear()
-    assert res["reason"] == "deid_verify_failed" and not out.exists()
-    assert "QUIMBY" not in res["detail"] and "survived unchanged" in res["detail"]
+    assert res.reason == "deid_verify_failed" and not out.exists()
+    assert "QUIMBY" not in res.detail and "survived unchanged" in res.detail
 
 
 @needs_fixtures
@@ -250,7 +250,7 @@ def test_nested_un_sequence_from_pydicom_test_files(tmp_path: Path) -> None:
         src = tmp_path / "un.dcm"
         ds.save_as(src, enforce_file_format=True)
     out = tmp_path / "out.dcm"
-    assert deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa")["ok"]
+    assert deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa").ok
     assert compare_files(src, out, "un").findings == []
 
 
@@ -264,7 +264,7 @@ def test_non_image_objects_deidentified_by_the_same_rules(tmp_path: Path, name: 
     src = PYDICOM_FILES / name
     out = tmp_path / name
     res = deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa")
-    assert res["ok"], res
+    assert res.ok, res
     check = compare_files(src, out, name)
     assert check.checked > 5 and check.findings == [], [f.line() for f in check.findings]
     got = pydicom.dcmread(out)
@@ -277,7 +277,7 @@ def test_scanner_protocol_document(tmp_path: Path) -> None:
     """The Siemens Phoenix protocol document (Enhanced SR, protocol text in a private element, no pixels)."""
     for src in sorted((FIXTURES / "siemens-xa30" / "99_Phoenix_Document").glob("*.dcm")):
         out = tmp_path / src.name
-        assert deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa")["ok"]
+        assert deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa").ok
         assert compare_files(src, out, src.name).findings == []
         got = pydicom.dcmread(out)
         assert not any(e.tag.is_private for e in got.iterall()) and b"XProtocol" not in out.read_bytes()
@@ -299,7 +299,7 @@ def test_retained_private_elements_get_the_safe_defaults(cases: dict[str, tuple[
     params = DicomDeidParams(retain_safe_private=True)
     out = tmp_path / "out.dcm"
     deid_dicom._CACHED.clear()
-    assert deidentify_file(str(path), str(out), params, b"k", "patient-1", "ANON-aaaaaaaaaaaa")["ok"]
+    assert deidentify_file(str(path), str(out), params, b"k", "patient-1", "ANON-aaaaaaaaaaaa").ok
     deid_dicom._CACHED.clear()
     got = pydicom.dcmread(out)
     kept = got.private_block(0x0019, "ACME MR 1")

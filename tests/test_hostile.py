@@ -326,7 +326,7 @@ def test_nifti_that_expands_to_gibs_is_refused_from_its_header(raw_copy: Path, t
     assert entry["reason"] == "volume_too_large" and "8589934592 decoded bytes" in entry["detail"]
     assert len(cases) >= 1 and rep["failures_by_reason"] == {"volume_too_large": 1}
     res = clean_volume(str(bomb), str(tmp_path / "deid" / "x.nii.gz"), DeidentifyParams().bounds.max_volume_bytes)
-    assert res["ok"] is False and res["reason"] == "volume_too_large" and not (tmp_path / "deid").exists()
+    assert not res.ok and res.reason == "volume_too_large" and not (tmp_path / "deid").exists()
     res = process_series({"format": "nifti", "files": [str(bomb)], "params": NormalizeParams(),
                           "out_dir": str(tmp_path / "n"), "final_dir": str(tmp_path / "n"), "sequence": None})
     assert res["ok"] is False and res["reason"] == "volume_too_large" and not (tmp_path / "n").exists()
@@ -934,7 +934,7 @@ def test_dates_and_ids_typed_into_descriptors_are_removed_and_verified(tmp_path:
     planted = tmp_path / "in.dcm"
     ds.save_as(planted)
     out = tmp_path / "out.dcm"
-    assert deidentify_file(str(planted), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)["ok"]
+    assert deidentify_file(str(planted), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa", verify=True).ok
     got = pydicom.dcmread(out)
     text = " ".join(str(got.get(k, "")) for k in ("SeriesDescription", "StudyDescription", "ProtocolName"))
     assert "2006" not in text and "778812" not in text and "MPRAGE" in text
@@ -952,7 +952,7 @@ def test_a_deflated_dicom_that_inflates_past_the_bound_is_refused(tmp_path: Path
     import pydicom
     from pydicom.uid import DeflatedExplicitVRLittleEndian
 
-    from curation.ingest.dicomscan import read_checked
+    from curation.imaging.io import read_checked
 
     ds = pydicom.dcmread(Path(pydicom.__file__).parent / "data" / "test_files" / "MR_small.dcm")
     ds.add_new(0x00291010, "OB", bytes(8 << 20))  # 8 MB of zeros: a few KB once deflated
@@ -961,6 +961,6 @@ def test_a_deflated_dicom_that_inflates_past_the_bound_is_refused(tmp_path: Path
     ds.save_as(bomb, enforce_file_format=True)
     assert bomb.stat().st_size < 200_000
     got, info = read_checked(str(bomb), max_inflated=4 << 20)
-    assert got is None and info["reason"] == "dicom_inflates_too_large"
+    assert got is None and info.reason == "dicom_inflates_too_large"
     got, info = read_checked(str(bomb), max_inflated=64 << 20)  # under the bound it reads as before
-    assert got is not None and info["ok"]
+    assert got is not None and info.ok

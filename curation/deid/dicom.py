@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import io
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
 from importlib import resources
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.params import DicomDeidParams
+from curation.report import Outcome
 
 EDITION_LINE = 0
 OPTION_COLUMNS = {
@@ -171,14 +172,6 @@ def remap_uid(uid: str, secret: bytes) -> str:
     return "2.25." + str(int.from_bytes(digest[:16], "big"))
 
 
-@dataclass
-class Outcome:
-    ok: bool
-    reason: str = ""
-    detail: str = ""
-    actions: dict[str, str] = field(default_factory=dict)  # tag hex -> action applied
-
-
 def _shift_da(value: str, days: int) -> str:
     try:
         d = datetime.strptime(value[:8], "%Y%m%d").date()
@@ -270,14 +263,14 @@ class Deidentifier:
         sop_class = _text(ds, SOP_CLASS_UID)
         image_type = _text(ds, IMAGE_TYPE).upper()
         if _text(ds, BURNED_IN).upper() == "YES":
-            return Outcome(False, "burned_in_annotation", "BurnedInAnnotation=YES; no pixel-mask rule for this device")
+            return Outcome.failure("burned_in_annotation", "BurnedInAnnotation=YES; no pixel-mask rule for this device")
         if sop_class.startswith(SECONDARY_CAPTURE) or sop_class == VL_PHOTO or "SCREEN SAVE" in image_type:
-            return Outcome(False, "burned_in_risk", f"secondary capture/photograph (SOP class {sop_class})")
+            return Outcome.failure("burned_in_risk", f"secondary capture/photograph (SOP class {sop_class})")
         days = date_offset_days(patient_key, self.secret, self.params.max_date_shift_days)
         tokens = _identity_tokens(ds)
         scrub = _Scrubber(tokens)
-        out = Outcome(True)
-        self._walk(ds, days, scrub, out)
+        acts: dict[str, str] = {}  # tag hex -> action applied
+        self._walk(ds, days, scrub, acts)
         meta = getattr(ds, "file_meta", None)
         if meta is not None and "MediaStorageSOPInstanceUID" in meta:
             # the instance's (remapped) UID; a file with no SOP Instance UID still has its meta UID remapped
@@ -287,17 +280,16 @@ class Deidentifier:
             for t in META_IDENTIFYING:  # where the file came from and what a sender added (AE titles, private)
                 if t in meta:
                     del meta[t]
-                    out.actions[f"{t:08X}"] = "X"
+                    acts[f"{t:08X}"] = "X"
         _put(ds, PATIENT_NAME, "PN", pseudonym)
         _put(ds, PATIENT_ID, "LO", pseudonym)
-        out.actions.setdefault("00100010", "D")
-        out.actions.setdefault("00100020", "D")
+        acts.setdefault("00100010", "D")
+        acts.setdefault("00100020", "D")
         self._mark(ds)
-        return out
+        return Outcome.success(actions=acts)
 
-    def _walk(self, ds: Any, days: int, scrub: _Scrubber, out: Outcome) -> None:
-        """Apply the profile to every element of ``ds`` and its sequences."""
-        acts = out.actions
+    def _walk(self, ds: Any, days: int, scrub: _Scrubber, acts: dict[str, str]) -> None:
+        """Apply the profile to every element of ``ds`` and its sequences, noting each action in ``acts``."""
         actions = self.actions
         keep_private = self.params.retain_safe_private
         for tag, elem in list(ds.items()):  # raw as read, or decoded if something read it already
@@ -345,7 +337,7 @@ class Deidentifier:
                 if action in ("K", "U*", "C"):
                     acts[key] = "K"
                     for item in ds[tag].value:
-                        self._walk(item, days, scrub, out)
+                        self._walk(item, days, scrub, acts)
                 else:  # D, Z: an empty sequence
                     _put(ds, tag, "SQ", None)
                     acts[key] = action
@@ -361,7 +353,7 @@ class Deidentifier:
         are walked."""
         if vr == "SQ":
             for item in ds[tag].value:
-                self._walk(item, days, scrub, Outcome(True, actions=acts))
+                self._walk(item, days, scrub, acts)
             return
         t = int(tag)
         if (vr is None or vr == "UN") and not t & 0x10000:
@@ -642,43 +634,43 @@ def _alternation(tokens: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, patient_key: str | None,
-                    pseudonym: str | None, verify: bool = False) -> dict[str, Any]:
-    """De-identify one file to ``dst`` (atomically); never raises on a bad input. ``verify``: compare the file
-    written with its input (``verify.compare_files``) and fail it, removed, on any finding."""
-    from curation.ingest.dicomscan import read_checked
+                    pseudonym: str | None, verify: bool = False) -> Outcome:
+    """De-identify one file to ``dst`` (atomically); never raises on a bad input. An ok outcome carries the
+    ``actions`` applied (and, verified, ``values_checked``). ``verify``: compare the file written with its input
+    (``verify.compare_files``) and fail it, removed, on any finding."""
+    from curation.imaging.io import read_checked
     from curation.records import atomic_open
 
     # one read: the checks and the de-identification share the dataset
     ds, info = read_checked(src, header=False)
-    if ds is None and info["reason"] == "skipped:no_pixel_data" and load_defaults().non_image == "deidentify":
+    if ds is None and info.code == "no_pixel_data" and load_defaults().non_image == "deidentify":
         ds = _read_non_image(src)  # a structured report, presentation state, RT plan...: the same rules apply
     if ds is None:
-        return {"ok": False, "reason": info["reason"], "detail": info["detail"]}
+        return info
     try:
         key = patient_key or _text(ds, PATIENT_ID) or "unknown"
         pseud = pseudonym or "ANON-" + hmac.new(secret, key.encode(), hashlib.sha256).hexdigest()[:12]
         outcome = _deidentifier(params, secret).deidentify(ds, key, pseud)
         if not outcome.ok:
-            return {"ok": False, "reason": outcome.reason, "detail": outcome.detail}
+            return outcome
         Path(dst).parent.mkdir(parents=True, exist_ok=True)
         # atomic (temp + rename) without a per-file fsync: a killed run never leaves a partial file, and the
         # stage's output folder as a whole is swapped in only on success
         with atomic_open(dst, "wb", durable=False) as fh:
             ds.save_as(fh, enforce_file_format=not _conformant_meta(ds))
     except Exception as exc:
-        return {"ok": False, "reason": "dicom_deid_failed", "detail": f"{type(exc).__name__}: {exc}"}
-    result: dict[str, Any] = {"ok": True, "actions": outcome.actions}
-    if verify:
-        from curation.deid.verify import compare_files
+        return Outcome.failure("dicom_deid_failed", f"{type(exc).__name__}: {exc}")
+    if not verify:
+        return outcome
+    from curation.deid.verify import compare_files
 
-        check = compare_files(src, dst, Path(dst).name)
-        result["values_checked"] = check.checked
-        if check.findings:
-            Path(dst).unlink(missing_ok=True)
-            kinds = sorted({f"{f.where} {f.kind}" for f in check.findings})  # tags and keywords, never values
-            return {"ok": False, "reason": "deid_verify_failed",
-                    "detail": f"{len(check.findings)} finding(s): " + "; ".join(kinds)[:400]}
-    return result
+    check = compare_files(src, dst, Path(dst).name)
+    if check.findings:
+        Path(dst).unlink(missing_ok=True)
+        kinds = sorted({f"{f.where} {f.kind}" for f in check.findings})  # tags and keywords, never values
+        return Outcome.failure("deid_verify_failed",
+                               f"{len(check.findings)} finding(s): " + "; ".join(kinds)[:400])
+    return Outcome.success(**outcome.data, values_checked=check.checked)
 
 
 def _read_non_image(src: str) -> Any:

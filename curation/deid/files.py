@@ -6,6 +6,8 @@ import io
 from pathlib import Path
 from typing import Any
 
+from curation.report import Outcome
+
 # Sidecar keys that describe the acquisition, not the person or the place
 SIDECAR_KEEP = {
     "Modality", "MagneticFieldStrength", "RepetitionTime", "EchoTime", "InversionTime", "FlipAngle",
@@ -22,20 +24,21 @@ def clean_sidecar(sidecar: dict[str, Any], retain_device: bool) -> tuple[dict[st
     return cleaned, sorted(k for k in sidecar if k not in keep)
 
 
-def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> dict[str, Any]:
+def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> Outcome:
     """Rewrite an Analyze/NIfTI volume with its free-text header fields and extensions removed.
 
-    A header that promises more than ``max_bytes`` decoded bytes is refused before anything is read."""
+    A header that promises more than ``max_bytes`` decoded bytes is refused before anything is read. An ok outcome
+    lists the header fields ``removed``."""
     import nibabel as nib
 
-    from curation.ingest.volumes import VolumeTooLarge, check_volume_header
+    from curation.imaging.io import VolumeTooLarge, check_volume_header
 
     try:
         img = nib.load(src)
         try:
             check_volume_header(img, max_bytes)
         except VolumeTooLarge as exc:
-            return {"ok": False, "reason": "volume_too_large", "detail": str(exc)}
+            return Outcome.failure("volume_too_large", str(exc))
         hdr = img.header
         removed = []
         for field in HEADER_TEXT_FIELDS:
@@ -48,9 +51,9 @@ def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> dict[str, 
         out = img.__class__(img.dataobj, img.affine, hdr)
         Path(dst).parent.mkdir(parents=True, exist_ok=True)
         nib.save(out, dst)
-        return {"ok": True, "removed": removed}
+        return Outcome.success(removed=removed)
     except Exception as exc:
-        return {"ok": False, "reason": "volume_deid_failed", "detail": f"{type(exc).__name__}: {exc}"}
+        return Outcome.failure("volume_deid_failed", f"{type(exc).__name__}: {exc}")
 
 
 def open_bounded(src: str, max_pixels: int | None) -> Any:
@@ -79,7 +82,7 @@ class ImageTooLarge(ValueError):
     pass
 
 
-def clean_image(src: str, dst: str, max_pixels: int | None = None) -> dict[str, Any]:
+def clean_image(src: str, dst: str, max_pixels: int | None = None) -> Outcome:
     """Re-encode a figure as PNG from its pixels only: EXIF, XMP and text chunks do not survive."""
     from PIL import UnidentifiedImageError
 
@@ -93,8 +96,8 @@ def clean_image(src: str, dst: str, max_pixels: int | None = None) -> dict[str, 
         buf = io.BytesIO()
         pixels.save(buf, format="PNG", optimize=False)
         write_bytes(dst, buf.getvalue())
-        return {"ok": True, "removed": ["metadata"]}
+        return Outcome.success(removed=["metadata"])
     except ImageTooLarge as exc:
-        return {"ok": False, "reason": "image_too_large", "detail": str(exc)}
+        return Outcome.failure("image_too_large", str(exc))
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as exc:  # Pillow's decoders raise these
-        return {"ok": False, "reason": "image_unreadable", "detail": f"{type(exc).__name__}: {exc}"}
+        return Outcome.failure("image_unreadable", f"{type(exc).__name__}: {exc}")

@@ -10,12 +10,11 @@ from curation.deid.dicom import date_offset_days, deidentify_file, edition_id, l
 from curation.deid.files import clean_image, clean_sidecar, clean_volume
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
-from curation.ingest.base import relpath
 from curation.parallel import pmap
 from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams
 from curation.paths import OUTSIDE_INPUT, input_rel, printable, readable, safe_name, walk_files
-from curation.records import project_secret, read_jsonl, staged_dir, write_jsonl, write_text
-from curation.report import Report
+from curation.records import project_secret, read_jsonl, relpath, staged_dir, write_jsonl, write_text
+from curation.report import Kind, Outcome, Report
 from curation.schema import Case
 
 TEXT_FIELDS = ("title", "history", "presentation", "notes")
@@ -56,7 +55,7 @@ def _out_name(n: int) -> str:
     return f"{n:05d}.dcm"
 
 
-def _dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> dict[str, Any]:
+def _dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> Outcome:
     src, dst, params, secret, key, pseud = task
     # every file the stage writes is compared with its input; a finding fails the file (deid_verify_failed)
     return deidentify_file(src, dst, params, secret, key, pseud, verify=True)
@@ -103,11 +102,10 @@ def _case(case: Case, params: DeidentifyParams, secret: bytes, text: TextDeident
             out_rel = Path("files") / safe_name(case.case_id) / f"{safe_name(fig.figure_id)}.png"
             res = (clean_image(fig.path, str(staging / out_rel), params.bounds.max_image_pixels)
                    if _readable(fig.path, src) else _OUTSIDE)
-            if res["ok"]:
+            if report.record(_in_rel(fig.path, src), res):
                 fig.path = relpath(final / out_rel)
                 audit.append({"case_id": case.case_id, "file": fig.path, "actions": {"metadata": "X"}})
             else:
-                report.fail(_in_rel(fig.path, src), res["reason"], res["detail"])
                 fig.path, fig.missing = None, True
     for visit in case.visits:
         kept = []
@@ -135,7 +133,7 @@ def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, sr
         for f in series.files:
             if f not in readable:
                 report.counts["dicom_files_in"] += 1
-                report.fail(_in_rel(f, src), _OUTSIDE["reason"], _OUTSIDE["detail"])
+                report.record(_in_rel(f, src), _OUTSIDE)
         # outputs named by position: an input's own name can carry the participant id, dates or UIDs (ADNI and
         # scanner exports do)
         tasks = [(f, str(staging / base / _out_name(n)), params.dicom, secret, case.case_id, case.case_id)
@@ -144,13 +142,11 @@ def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, sr
         for (f, out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=workers, scheduler=scheduler),
                                     strict=True):
             report.counts["dicom_files_in"] += 1
-            if res["ok"]:
+            if report.record(_in_rel(f, src), res):
                 files.append(relpath(final / base / Path(out).name))
-                report.counts["dicom_values_verified"] += res.get("values_checked", 0)
+                report.counts["dicom_values_verified"] += res.data.get("values_checked", 0)
                 audit.append({"case_id": case.case_id, "file": files[-1], "annex_e": edition_id(),
-                              "actions": res["actions"]})
-            else:
-                report.fail(_in_rel(f, src), res["reason"], res["detail"])
+                              "actions": res.data["actions"]})
         series.files = files
         return bool(files)
     if series.format in ("analyze", "nifti"):
@@ -163,13 +159,12 @@ def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, sr
         res = (clean_volume(vol, str(staging / base / name), params.bounds.max_volume_bytes)
                if _readable(vol, src) else _OUTSIDE)
         report.counts["volumes_in"] += 1
-        if not res["ok"]:
-            report.fail(_in_rel(vol, src), res["reason"], res["detail"])
+        if not report.record(_in_rel(vol, src), res):
             return False
         files = [relpath(final / base / name)]
         if name.endswith(".hdr"):
             files.append(relpath(final / base / name.replace(".hdr", ".img")))
-        actions = {f: "X" for f in res["removed"]}
+        actions = {f: "X" for f in res.data["removed"]}
         if series.sidecar:
             series.sidecar, dropped = clean_sidecar(series.sidecar, params.dicom.retain_device_identity)
             actions.update({f"sidecar.{k}": "X" for k in dropped})
@@ -191,12 +186,12 @@ def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: in
     secret = project_secret()
     report = Report(stage="deid dicom")
     files = []
-    for p, why in walk_files(src):  # symlinks out of src and names that are not UTF-8 are listed, never read
-        if why is None:
+    for p, refused in walk_files(src):  # symlinks out of src and names that are not UTF-8 are listed, never read
+        if refused is None:
             files.append(p)
-        elif not why.startswith("skipped:"):
+        elif refused.kind is Kind.failed:
             report.inputs += 1
-            report.fail(printable(p.relative_to(src).as_posix()), why, why.replace("_", " "))
+            report.fail(printable(p.relative_to(src).as_posix()), refused.code, refused.code.replace("_", " "))
     files.sort()
     # same relative path, with the UIDs in names (scanners name files by SOP Instance UID) remapped as in headers
     tasks = [(str(f), str(dst / uid_free_name(f.relative_to(src).as_posix(), secret)), params, secret, "", "")
@@ -205,19 +200,16 @@ def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: in
     for (f, out, *_), res in zip(tasks, pmap(_plain_dicom_task, tasks, workers=workers, scheduler=scheduler),
                                 strict=True):
         report.inputs += 1
-        rel = Path(f).relative_to(src).as_posix()
-        if res["ok"]:
+        if report.record(Path(f).relative_to(src).as_posix(), res):
             report.outputs += 1
             audit.append({"file": Path(out).relative_to(dst).as_posix(), "annex_e": edition_id(),
-                          "actions": res["actions"]})
-        else:
-            report.fail(rel, res["reason"], res["detail"])
+                          "actions": res.data["actions"]})
     write_jsonl(dst / "audit.jsonl", audit)
     report.write_quarantine(dst / "quarantine.jsonl")
     return report
 
 
-def _plain_dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> dict[str, Any]:
+def _plain_dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> Outcome:
     src, dst, params, secret, _, _ = task
     return deidentify_file(src, dst, params, secret, None, None)
 
@@ -228,7 +220,7 @@ def deid_text_path(params: TextDeidParams, src: Path, dst: Path) -> Report:
         raise InputError("input does not exist", src)
     report = Report(stage="deid text")
     tool = TextDeidentifier(params, project_secret())
-    texts = sorted(q for q, why in walk_files(src) if why is None and q.suffix == ".txt") if src.is_dir() else []
+    texts = sorted(q for q, bad in walk_files(src) if bad is None and q.suffix == ".txt") if src.is_dir() else []
     pairs = [(src, dst)] if src.is_file() else [(p, dst / p.relative_to(src)) for p in texts]
     for inp, out in pairs:
         report.inputs += 1

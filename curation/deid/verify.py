@@ -12,6 +12,7 @@ from typing import Any
 from curation.deid.dicom import METHOD_CODES, OPTION_COLUMNS, effective_action, load_table
 from curation.deid.files import HEADER_TEXT_FIELDS, SIDECAR_DEVICE, SIDECAR_KEEP
 from curation.deid.text import policy
+from curation.imaging.io import is_dicom
 
 PSEUDONYM = re.compile(r"^(?:[a-z0-9]{2,8}-[0-9a-f]{12}|ANON-[0-9a-f]{12}|ANONYMIZED)$")
 DUMMIES = {"ANONYMIZED", "20000101", "000000", "20000101000000", "0", "000Y", "2.25.0"}
@@ -71,17 +72,11 @@ def verify_dir(root: Path) -> list[Finding]:
             elif name.endswith((".txt", ".md")):
                 for kind in scan_text(path.read_text(encoding="utf-8", errors="replace")):
                     findings.append(Finding(rel, "text", kind))
-            elif _is_dicom(path):
+            elif is_dicom(path):
                 findings += _dicom(path, rel)
         except Exception as exc:  # an unreadable output is itself a finding, never a crash
             findings.append(Finding(rel, "file", f"unreadable ({type(exc).__name__})"))
     return findings
-
-
-def _is_dicom(path: Path) -> bool:
-    with path.open("rb") as fh:
-        head = fh.read(132)
-    return len(head) == 132 and head[128:] == b"DICM"
 
 
 def _dicom(path: Path, rel: str) -> list[Finding]:
@@ -456,7 +451,7 @@ def verify_against(out_dir: Path, in_dir: Path, secret: bytes | None = None) -> 
 
     out_dir, in_dir = Path(out_dir), Path(in_dir)
     total = Comparison()
-    outputs = sorted(p for p in out_dir.rglob("*") if p.is_file() and _is_dicom(p))
+    outputs = sorted(p for p in out_dir.rglob("*") if p.is_file() and is_dicom(p))
     by_uid: dict[str, Path] | None = None
     for out in outputs:
         rel = out.relative_to(out_dir).as_posix()
@@ -465,7 +460,7 @@ def verify_against(out_dir: Path, in_dir: Path, secret: bytes | None = None) -> 
             if by_uid is None:
                 by_uid = {}
                 if secret is not None:
-                    for p in sorted(q for q in in_dir.rglob("*") if q.is_file() and _is_dicom(q)):
+                    for p in sorted(q for q in in_dir.rglob("*") if q.is_file() and is_dicom(q)):
                         try:
                             uid = pydicom.dcmread(str(p), stop_before_pixels=True,
                                                   specific_tags=["SOPInstanceUID"]).get("SOPInstanceUID")

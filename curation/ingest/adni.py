@@ -14,6 +14,7 @@ from curation.ingest.dicomscan import inspect_dicom
 from curation.parallel import pmap
 from curation.paths import is_utf8_name
 from curation.records import batched
+from curation.report import Outcome
 from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
 
 PTID = re.compile(r"^\d{3}_S_\d{4}$")
@@ -31,7 +32,7 @@ def sequence_for(description: str, rules: list[dict[str, str]]) -> str | None:
     return None
 
 
-def _scan_folder(task: tuple[str, list[str]]) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+def _scan_folder(task: tuple[str, list[str]]) -> tuple[str, list[tuple[str, Outcome]]]:
     """One image folder's files (listed, and checked inside the raw folder, by the caller)."""
     folder, files = task
     return folder, [(f, inspect_dicom(f)) for f in sorted(files)]
@@ -135,11 +136,8 @@ def _scan_participants(ctx: IngestContext, image_root: Path,
         good: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
         for f, info in results:
             ctx.report.inputs += 1
-            rel = ctx.rel_raw(Path(f))
-            if not info["ok"]:
-                ctx.report.fail(rel, info["reason"], info["detail"])
-                continue
-            good[info["series_uid"]].append((f, info))
+            if ctx.report.record(ctx.rel_raw(Path(f)), info):
+                good[info.data["series_uid"]].append((f, info.data))
         m = STAMP.match(stamp)
         for uid, members in sorted(good.items()):
             first = members[0][1]

@@ -6,7 +6,6 @@ import contextlib
 import csv
 import fnmatch
 import hashlib
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -18,15 +17,8 @@ import yaml
 from curation.errors import InputError, ParamsError
 from curation.params import Bounds
 from curation.paths import inside, printable, safe_name, walk_files
-from curation.records import copy_file, pseudonym
-from curation.report import Report
-
-WALK_DETAIL = {
-    "outside_raw": "a symlink that resolves outside the raw folder; not read",
-    "filename_not_utf8": "the file name is not UTF-8; rename it to ingest it",
-    "broken_symlink": "a symlink to nothing",
-    "skipped:symlinked_folder": "a symlink to a folder inside the raw folder; its files are read where they are",
-}
+from curation.records import copy_file, pseudonym, relpath  # imaging/normalize.py imports relpath from here
+from curation.report import Kind, Report
 
 
 def load_spec(source: str) -> dict[str, Any]:
@@ -35,15 +27,6 @@ def load_spec(source: str) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise ParamsError("spec is not a mapping", f"curation/ingest/specs/{source}.yaml")
     return spec
-
-
-def relpath(path: str | os.PathLike[str]) -> str:
-    """Paths in records are relative to the project root (the working directory of `dvc repro`)."""
-    p = Path(os.path.abspath(path))
-    try:
-        return p.relative_to(Path.cwd()).as_posix()
-    except ValueError:
-        return p.as_posix()
 
 
 def path_digest(rel: str) -> str:
@@ -83,18 +66,16 @@ class IngestContext:
     def walk(self, top: Path | None = None) -> Iterator[Path]:
         """Usable files under ``top`` (default: the raw folder), sorted by folder. Files that must not be read
         (symlinks out of the raw folder, names that are not UTF-8) are quarantined, once, with their reason."""
-        for p, why in walk_files(top or self.raw, self.raw):
-            if why is None:
+        for p, refused in walk_files(top or self.raw, self.raw):
+            if refused is None:
                 yield p
                 continue
             if p in self._flagged:
                 continue
             self._flagged.add(p)
-            if why.startswith("skipped:"):
-                self.report.skip(self.rel_raw(p), why[len("skipped:"):], WALK_DETAIL[why])
-            else:
+            if refused.kind is Kind.failed:
                 self.report.inputs += 1
-                self.report.fail(self.rel_raw(p), why, WALK_DETAIL[why])
+            self.report.record(self.rel_raw(p), refused)
 
     def read_document(self, path: Path) -> bytes | None:
         """An XML/JSON document's bytes, or None with the file quarantined (over ``bounds.max_document_bytes``,

@@ -62,10 +62,8 @@ def ingest(ctx: IngestContext) -> list[Case]:
     for hdr, info in zip(headers, pmap(inspect_volume, tasks, workers=ctx.workers, scheduler=ctx.scheduler),
                          strict=True):
         ctx.report.inputs += 1
-        if not info["ok"]:
-            ctx.report.fail(ctx.rel_raw(Path(hdr)), info["reason"], info["detail"])
-            continue
-        by_session[Path(hdr).relative_to(ctx.raw).parts[0]].append((hdr, info))
+        if ctx.report.record(ctx.rel_raw(Path(hdr)), info):
+            by_session[Path(hdr).relative_to(ctx.raw).parts[0]].append((hdr, info.data))
 
     subjects: dict[str, list[str]] = defaultdict(list)
     for session in sorted(set(rows) | set(by_session)):

@@ -12,6 +12,7 @@ from typing import Any
 from curation.ingest.base import IngestContext, path_digest, read_csv_rows, to_float
 from curation.ingest.volumes import inspect_volume
 from curation.parallel import pmap
+from curation.report import Outcome
 from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
 
 SUFFIX = re.compile(r"_(?P<suffix>[A-Za-z0-9]+)\.nii(\.gz)?$")
@@ -48,10 +49,8 @@ def ingest(ctx: IngestContext) -> list[Case]:
     for vol, info in zip(volumes, pmap(inspect_volume, tasks, workers=ctx.workers, scheduler=ctx.scheduler),
                          strict=True):
         ctx.report.inputs += 1
-        if not info["ok"]:
-            ctx.report.fail(ctx.rel_raw(Path(vol)), info["reason"], info["detail"])
-            continue
-        by_session[Path(vol).relative_to(ctx.raw).parts[0]].append((vol, info))
+        if ctx.report.record(ctx.rel_raw(Path(vol)), info):
+            by_session[Path(vol).relative_to(ctx.raw).parts[0]].append((vol, info.data))
 
     subjects: dict[str, list[str]] = defaultdict(list)
     for session in by_session:
@@ -96,12 +95,10 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], demo: dict[str,
             sidecar_path = Path(str(vp).replace(".nii.gz", ".json").replace(".nii", ".json"))
             sidecar: dict[str, Any] = {}
             if sidecar_path.exists():
-                loaded, why = _read_sidecar(ctx, sidecar_path)
-                if why is None:
-                    sidecar = loaded
+                read = _read_sidecar(ctx, sidecar_path)
+                if ctx.report.record(ctx.rel_raw(sidecar_path), read):
+                    sidecar = read.data["sidecar"]
                     files.append(ctx.store(sidecar_path, case_id, f"{rel_dir.as_posix()}/{sidecar_path.name}"))
-                else:
-                    ctx.report.fail(ctx.rel_raw(sidecar_path), *why)
             visit.series.append(Series(
                 series_id=f"{visit.visit_id}-{rel_dir.parts[-1]}-{suffix}", format="nifti",
                 sequence=spec["sequences"].get(suffix), description=suffix, files=files,
@@ -126,25 +123,25 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], demo: dict[str,
                 provenance=Provenance(source_paths=sorted(path_digest(s) for s in sessions)))
 
 
-def _read_sidecar(ctx: IngestContext, path: Path) -> tuple[dict[str, Any], tuple[str, str] | None]:
-    """A BIDS JSON sidecar as an object, or ``({}, (reason, detail))``; the series is kept without it."""
+def _read_sidecar(ctx: IngestContext, path: Path) -> Outcome:
+    """A BIDS JSON sidecar as an object (``data["sidecar"]``), or why not; the series is kept without it."""
     if not ctx.inside_raw(path):
-        return {}, ("outside_raw", "a symlink that resolves outside the raw folder; not read")
+        return Outcome.failure("outside_raw", "a symlink that resolves outside the raw folder; not read")
     if not path.is_file():  # a FIFO or a device would block or never end
-        return {}, ("not_a_regular_file", "the sidecar is not a regular file; not read")
+        return Outcome.failure("not_a_regular_file", "the sidecar is not a regular file; not read")
     try:
         if path.stat().st_size > ctx.bounds.max_field_chars:
-            return {}, ("sidecar_too_large", f"{path.stat().st_size} bytes (bounds.max_field_chars "
-                                             f"{ctx.bounds.max_field_chars})")
+            return Outcome.failure("sidecar_too_large", f"{path.stat().st_size} bytes (bounds.max_field_chars "
+                                                        f"{ctx.bounds.max_field_chars})")
         doc = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        return {}, ("sidecar_not_utf8", str(exc))
+        return Outcome.failure("sidecar_not_utf8", str(exc))
     except json.JSONDecodeError as exc:
-        return {}, ("sidecar_invalid_json", exc.msg)
+        return Outcome.failure("sidecar_invalid_json", exc.msg)
     except ValueError as exc:  # an integer of thousands of digits
-        return {}, ("sidecar_invalid_json", str(exc)[:200])
+        return Outcome.failure("sidecar_invalid_json", str(exc)[:200])
     except (OSError, RecursionError) as exc:
-        return {}, ("unreadable", f"{type(exc).__name__}: {exc}")
+        return Outcome.failure("unreadable", f"{type(exc).__name__}: {exc}")
     if not isinstance(doc, dict):
-        return {}, ("sidecar_not_object", f"top level is {type(doc).__name__}, not an object")
-    return doc, None
+        return Outcome.failure("sidecar_not_object", f"top level is {type(doc).__name__}, not an object")
+    return Outcome.success(sidecar=doc)

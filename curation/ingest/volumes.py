@@ -7,28 +7,13 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from curation.imaging.io import VolumeTooLarge, check_volume_header, volume_bytes
+from curation.report import Outcome
+
+# the header bound lives in imaging.io; imaging/convert.py, imaging/normalize.py and the CLI import it from here
+__all__ = ["VolumeTooLarge", "check_volume_header", "inspect_volume", "volume_bytes"]
+
 CHUNK = 1 << 20
-
-
-class VolumeTooLarge(ValueError):
-    """A volume whose header promises more decoded bytes than ``bounds.max_volume_bytes``."""
-
-
-def volume_bytes(img: Any) -> int:
-    """Decoded voxel bytes of a nibabel image, from its header alone (nothing is read)."""
-    import numpy as np
-
-    shape = tuple(int(v) for v in img.header.get_data_shape())
-    return int(np.prod(shape, dtype=np.float64)) * int(img.header.get_data_dtype().itemsize)
-
-
-def check_volume_header(img: Any, max_bytes: int | None) -> None:
-    if max_bytes is None:
-        return
-    n = volume_bytes(img)
-    if n > max_bytes:
-        raise VolumeTooLarge(f"header promises {n} decoded bytes (shape {tuple(img.header.get_data_shape())}), "
-                             f"over bounds.max_volume_bytes {max_bytes}")
 
 
 def _stream_length(path: Path, cap: int) -> int:
@@ -44,9 +29,10 @@ def _stream_length(path: Path, cap: int) -> int:
     return total
 
 
-def inspect_volume(task: str | tuple[str, int | None]) -> dict[str, Any]:
+def inspect_volume(task: str | tuple[str, int | None]) -> Outcome:
     """``task``: a path, or ``(path, max_bytes)``. The header is checked against the bound first; then the data
-    stream is read through (bounded memory, capped) to prove the .img / gzip stream is complete."""
+    stream is read through (bounded memory, capped) to prove the .img / gzip stream is complete. An ok outcome
+    carries ``shape`` and ``zooms``."""
     import nibabel as nib
 
     path, max_bytes = (task, None) if isinstance(task, str) else task
@@ -54,11 +40,11 @@ def inspect_volume(task: str | tuple[str, int | None]) -> dict[str, Any]:
         img: Any = nib.load(path)
         shape = tuple(int(v) for v in img.shape)
         if any(s == 0 for s in shape) or not shape:
-            return {"ok": False, "reason": "volume_empty", "detail": "no voxels"}
+            return Outcome.failure("volume_empty", "no voxels")
         try:
             check_volume_header(img, max_bytes)
         except VolumeTooLarge as exc:
-            return {"ok": False, "reason": "volume_too_large", "detail": str(exc)}
+            return Outcome.failure("volume_too_large", str(exc))
         need = volume_bytes(img)
         if path.endswith(".hdr"):
             data_file, offset = Path(path).with_suffix(".img"), 0
@@ -66,12 +52,12 @@ def inspect_volume(task: str | tuple[str, int | None]) -> dict[str, Any]:
             data_file, offset = Path(path), int(img.header.get_data_offset())
         have = _stream_length(data_file, offset + need)
         if have < offset + need:
-            return {"ok": False, "reason": "volume_unreadable",
-                    "detail": f"truncated: {data_file.name} holds {max(0, have - offset)} of {need} data bytes"}
-        return {"ok": True, "shape": shape, "zooms": [float(z) for z in img.header.get_zooms()[:3]]}
+            return Outcome.failure("volume_unreadable",
+                                   f"truncated: {data_file.name} holds {max(0, have - offset)} of {need} data bytes")
+        return Outcome.success(shape=shape, zooms=[float(z) for z in img.header.get_zooms()[:3]])
     except FileNotFoundError as exc:
-        return {"ok": False, "reason": "volume_missing_part", "detail": str(exc)}
+        return Outcome.failure("volume_missing_part", str(exc))
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        return {"ok": False, "reason": "volume_unreadable", "detail": f"truncated: {type(exc).__name__}: {exc}"}
+        return Outcome.failure("volume_unreadable", f"truncated: {type(exc).__name__}: {exc}")
     except Exception as exc:
-        return {"ok": False, "reason": "volume_unreadable", "detail": f"{type(exc).__name__}: {exc}"}
+        return Outcome.failure("volume_unreadable", f"{type(exc).__name__}: {exc}")

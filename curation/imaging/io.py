@@ -1,0 +1,181 @@
+"""The bottom imaging I/O layer: DICOM sniffing and checked reads, and volume header bounds, below ingest,
+de-identification and imaging alike (none of them reads a DICOM file or trusts a volume header another way).
+
+A checked read never raises on a bad input: it answers with an :class:`~curation.report.Outcome` whose code is the
+quarantine reason (``skipped:not_dicom``, ``dicom_truncated``, ``dicom_inflates_too_large``...).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+from typing import IO, Any
+
+from curation.report import Outcome
+
+DICM = b"DICM"
+PREAMBLE = 128  # the DICM prefix follows a 128-byte preamble (PS3.10 7.1)
+DICOMDIR_UID = "1.2.840.10008.1.3.10"
+DEFLATED = "1.2.840.10008.1.2.1.99"
+CHUNK = 1 << 20
+NOT_DICOM = Outcome.skip("not_dicom", "no DICM preamble")
+
+
+# ------------------------------------------------------------------ DICOM
+def has_dicm_prefix(head: bytes) -> bool:
+    """Whether the first bytes of a file (at least 132) carry the DICM prefix after the preamble."""
+    return len(head) >= PREAMBLE + 4 and head[PREAMBLE:PREAMBLE + 4] == DICM
+
+
+def is_dicom(path: str | Path) -> bool:
+    """A DICOM Part 10 file by its preamble (nothing else is read); an unreadable file raises ``OSError``."""
+    with Path(path).open("rb") as fh:
+        return has_dicm_prefix(fh.read(PREAMBLE + 4))
+
+
+def default_max_inflated() -> int:
+    from curation.params import Bounds
+
+    return int(Bounds.model_fields["max_volume_bytes"].default)
+
+
+def inflated_size_over(fh: IO[bytes], limit: int) -> int | None:
+    """For a Deflated Explicit VR file: its inflated dataset size when over ``limit`` (counted by streaming, nothing
+    kept), else None. pydicom inflates such a dataset whole in memory: a few MB on disk can declare GBs."""
+    fh.seek(PREAMBLE + 4)
+    tag = fh.read(8)
+    if len(tag) < 8 or tag[:4] != b"\x02\x00\x00\x00":
+        return None  # no group length: pydicom decides
+    group_len = struct.unpack("<I", fh.read(4))[0]
+    meta = fh.read(group_len)
+    if DEFLATED.encode() not in meta:
+        return None
+    inflater, total = zlib.decompressobj(-zlib.MAX_WBITS), 0
+    while not inflater.eof and (chunk := fh.read(CHUNK)):
+        while chunk and not inflater.eof and total <= limit:
+            total += len(inflater.decompress(chunk, CHUNK))
+            chunk = inflater.unconsumed_tail
+        if total > limit:
+            return total
+    return None
+
+
+def read_checked(path: str | Path, header: bool = True, max_inflated: int | None = None) -> tuple[Any, Outcome]:
+    """Read a file once: ``(dataset, ok outcome with the header fields)`` or ``(None, why not)``. A deflated dataset
+    that would inflate past ``max_inflated`` bytes (default ``bounds.max_volume_bytes``) is refused unread.
+    ``header=False`` checks the file is usable without collecting the header fields."""
+    limit = max_inflated if max_inflated is not None else default_max_inflated()
+    return _read(path, header, limit)
+
+
+def _read(path: str | Path, header: bool, inflate_limit: int | None) -> tuple[Any, Outcome]:
+    """The one DICOM read: preamble, optional inflation bound (None: unchecked), pydicom, then the usability checks."""
+    import pydicom
+    from pydicom.errors import InvalidDicomError
+
+    try:
+        with Path(path).open("rb") as fh:
+            if not has_dicm_prefix(fh.read(PREAMBLE + 4)):
+                return None, NOT_DICOM
+            if inflate_limit is not None:
+                over = inflated_size_over(fh, inflate_limit)
+                if over is not None:
+                    return None, Outcome.failure(
+                        "dicom_inflates_too_large",
+                        f"deflated dataset inflates past {over} bytes (bound {inflate_limit})")
+            fh.seek(0)
+            try:
+                ds = pydicom.dcmread(fh)
+            except InvalidDicomError as exc:
+                return None, Outcome.failure("dicom_invalid", str(exc))
+            except Exception as exc:  # pydicom raises many types on broken files
+                return None, Outcome.failure("dicom_unreadable", f"{type(exc).__name__}: {exc}")
+    except OSError as exc:
+        return None, Outcome.failure("unreadable", str(exc))
+    info = check_dataset(ds, header=header)
+    return (ds if info.ok else None), info
+
+
+def read_unbounded(path: str | Path, header: bool = True) -> tuple[Any, Outcome]:
+    """:func:`read_checked` without the inflation bound (ingest's header scan, which has never applied it)."""
+    return _read(path, header, None)
+
+
+def check_dataset(ds: Any, header: bool = True) -> Outcome:
+    """Header fields of a read dataset (in ``data``), or why it cannot be used (no meta, DICOMDIR, truncated
+    pixels...). ``header=False``: only whether it can be used."""
+    meta = getattr(ds, "file_meta", None)
+    if meta is None or "TransferSyntaxUID" not in meta:
+        return Outcome.failure("dicom_no_meta", "file meta information missing")
+    if str(meta.get("MediaStorageSOPClassUID", "")) == DICOMDIR_UID:
+        return Outcome.skip("dicomdir", "DICOMDIR index file")
+    try:
+        if "PixelData" not in ds:
+            return Outcome.skip("no_pixel_data", "no PixelData (not an image)")
+        if not meta.TransferSyntaxUID.is_compressed:
+            frames = _number(ds, 0x00280008, 1) or 1  # NumberOfFrames
+            expected = _number(ds, 0x00280010) * _number(ds, 0x00280011) * _number(ds, 0x00280002, 1) * frames * (
+                _number(ds, 0x00280100) // 8
+            )  # Rows, Columns, SamplesPerPixel, BitsAllocated
+            pixels = ds.get_item("PixelData").value  # as read: the bytes stay undecoded
+            if len(pixels) < expected:
+                return Outcome.failure("dicom_truncated", f"pixel data has {len(pixels)} of {expected} bytes")
+        if not header:
+            return Outcome.success()
+        ipp = ds.get("ImagePositionPatient")
+        return Outcome.success(
+            series_uid=str(ds.get("SeriesInstanceUID", "")),
+            study_date=str(ds.get("StudyDate", "") or ds.get("SeriesDate", "") or ""),
+            description=str(ds.get("SeriesDescription", "") or ""),
+            modality=str(ds.get("Modality", "") or ""),
+            patient_id=str(ds.get("PatientID", "") or ""),
+            position=[float(v) for v in ipp] if ipp else None,
+            instance=int(ds.get("InstanceNumber", 0) or 0),
+            frames=int(ds.get("NumberOfFrames", 1) or 1),
+            burned_in=str(ds.get("BurnedInAnnotation", "") or ""),
+            sop_class=str(ds.get("SOPClassUID", "")),
+        )
+    except Exception as exc:
+        return Outcome.failure("dicom_malformed", f"{type(exc).__name__}: {exc}")
+
+
+def _number(ds: Any, tag: int, default: int | None = None) -> int:
+    """A US or IS element's value, read from its bytes as stored when it is still undecoded (the element is then
+    written back as it was read). A missing element without a default raises, as a missing attribute does."""
+    elem = ds.get_item(tag)
+    if elem is None or (elem.is_raw and not elem.value):
+        if default is None:
+            raise AttributeError(f"missing ({tag >> 16:04X},{tag & 0xFFFF:04X})")
+        return default
+    if elem.is_raw:
+        value = elem.value
+        if len(value) == 2 and elem.VR in ("US", None) and tag != 0x00280008:
+            return struct.unpack("<H" if elem.is_little_endian else ">H", value)[0]
+        if tag == 0x00280008:  # IS: ASCII digits
+            return int(value.decode("ascii").strip(" \x00") or default or 0)
+    value = ds[tag].value
+    return default if value in (None, "") and default is not None else int(value)
+
+
+# ------------------------------------------------------------------ volumes (Analyze / NIfTI)
+class VolumeTooLarge(ValueError):
+    """A volume whose header promises more decoded bytes than ``bounds.max_volume_bytes``."""
+
+
+def volume_bytes(img: Any) -> int:
+    """Decoded voxel bytes of a nibabel image, from its header alone (nothing is read)."""
+    import numpy as np
+
+    shape = tuple(int(v) for v in img.header.get_data_shape())
+    return int(np.prod(shape, dtype=np.float64)) * int(img.header.get_data_dtype().itemsize)
+
+
+def check_volume_header(img: Any, max_bytes: int | None) -> None:
+    """Raise :class:`VolumeTooLarge` when the header promises more than ``max_bytes`` decoded bytes."""
+    if max_bytes is None:
+        return
+    n = volume_bytes(img)
+    if n > max_bytes:
+        raise VolumeTooLarge(f"header promises {n} decoded bytes (shape {tuple(img.header.get_data_shape())}), "
+                             f"over bounds.max_volume_bytes {max_bytes}")

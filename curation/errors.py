@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class CurationError(Exception):
     """Base class: a problem the user can act on, reported as one line."""
@@ -45,3 +50,9 @@ class ServiceError(CurationError):
     """An external service (LLM endpoint, Label Studio) could not be used."""
 
     exit_code = 7
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic ``ValidationError`` as one line: where its first error is, and what it is (``a.b: msg``)."""
+    first = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"

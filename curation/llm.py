@@ -33,7 +33,7 @@ import openai
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from curation.errors import ParamsError
+from curation.errors import ParamsError, validation_message
 from curation.params import LlmParams
 from curation.records import atomic_open, content_hash
 
@@ -75,8 +75,7 @@ def load_prompt(name: str, folder: str | Path = PROMPTS_DIR) -> Prompt:
     except yaml.YAMLError as exc:
         raise ParamsError(f"not valid YAML ({exc.__class__.__name__})", path) from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ParamsError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}", path) from None
+        raise ParamsError(validation_message(exc), path) from None
 
 
 @dataclass

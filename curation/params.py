@@ -8,7 +8,7 @@ from typing import Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from curation.errors import ParamsError
+from curation.errors import ParamsError, validation_message
 
 DEFAULT_PARAMS = Path("params.yaml")
 
@@ -289,10 +289,4 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ParamsError(f"{loc}: {first['msg']}", path) from None
-
-
-def load_section(name: str, path: str | Path = DEFAULT_PARAMS) -> Section:
-    return getattr(load_params(path), name)
+        raise ParamsError(validation_message(exc), path) from None

@@ -16,7 +16,7 @@ from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from curation.errors import RecordError
+from curation.errors import RecordError, validation_message
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -174,9 +174,7 @@ def read_jsonl(path: str | os.PathLike[str], model: type[M] | None = None) -> It
             try:
                 yield model.model_validate(obj)
             except ValidationError as exc:
-                first = exc.errors()[0]
-                loc = ".".join(str(p) for p in first["loc"])
-                raise RecordError(f"line {lineno}: {loc}: {first['msg']}", path) from None
+                raise RecordError(f"line {lineno}: {validation_message(exc)}", path) from None
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

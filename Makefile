@@ -62,6 +62,7 @@ bench: setup ## measure against the anchors; writes benchmarks/results.json and 
 
 lint: setup
 	$(BIN)/ruff check curation tests
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy curation
 
 clean-demo:

@@ -964,3 +964,27 @@ def test_a_deflated_dicom_that_inflates_past_the_bound_is_refused(tmp_path: Path
     assert got is None and info.reason == "dicom_inflates_too_large"
     got, info = read_checked(str(bomb), max_inflated=64 << 20)  # under the bound it reads as before
     assert got is not None and info.ok
+
+
+def test_a_record_naming_a_file_outside_the_input_is_never_read(tmp_path: Path) -> None:
+    """deidentify and normalize answer a series whose file lies outside their input (and the project) with
+    ``outside_input``, counted as a failure under its kind, without opening the file."""
+    from curation.deid.stage import run as deidentify
+    from curation.imaging.normalize import run as normalize
+    from curation.records import write_jsonl
+    from curation.report import Kind
+    from curation.schema import Series, SourceName, Visit
+
+    outside = tmp_path / "elsewhere" / "x.dcm"
+    outside.parent.mkdir()
+    outside.write_bytes(b"\0" * 128 + b"DICM")
+    case = Case(case_id="adni-0000000000000001", source=SourceName.adni, license="test", visits=[
+        Visit(visit_id="bl", series=[Series(series_id="s1", format="dicom", files=[str(outside)])])])
+    write_jsonl(tmp_path / "in" / "adni" / "cases.jsonl", [case])
+    write_jsonl(tmp_path / "deid-in" / "cases.jsonl", [case])
+    rep = deidentify(DeidentifyParams(max_failure_rate=1.0), tmp_path / "in", tmp_path / "deid")
+    assert [(q.reason, q.kind) for q in rep.quarantine] == [("outside_input", Kind.failed)]
+    assert rep.as_dict()["failures_by_reason"] == {"outside_input": 1}
+    rep = normalize(NormalizeParams(max_failure_rate=1.0), tmp_path / "deid-in", tmp_path / "norm")
+    assert [(q.reason, q.kind) for q in rep.quarantine] == [("outside_input", Kind.failed)]
+    assert rep.as_dict()["failures_by_reason"] == {"outside_input": 1}

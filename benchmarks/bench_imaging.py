@@ -300,8 +300,11 @@ from curation.records import read_jsonl, write_jsonl
 from curation.schema import Case
 root, work, workers, deface = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 copies = int(sys.argv[5])
+targets = len(sys.argv) > 6 and sys.argv[6] == "1"
 p = load_params(root / "params.yaml")
 p.normalize.deface = deface  # the bare reference does not deface; defacing is measured on its own below
+# nor does it locate targets (template registration, lesion search, longitudinal pairs): measured on its own below
+p.normalize.key_slices = p.normalize.longitudinal = targets
 os.chdir(work)
 if not (work / "deid").exists():
     ingest(p.ingest, "adni", work / "raw" / "adni", work / "ingest" / "adni")
@@ -313,7 +316,7 @@ if copies > 1:  # a larger batch: every case listed again under new ids (same in
     write_jsonl(src / "cases.jsonl", [c.model_copy(update={"case_id": f"{c.case_id}-{k}"})
                                       for k in range(copies) for c in cases])
 t = time.perf_counter()
-r = normalize(p.normalize, src, work / f"norm{workers}{int(deface)}x{copies}", workers=workers)
+r = normalize(p.normalize, src, work / f"norm{workers}{int(deface)}{int(targets)}x{copies}", workers=workers)
 print(json.dumps({"seconds": time.perf_counter() - t, "series": r.outputs}))
 """
     # interleaved repeats, medians: one run of each moves by up to 30% on a shared machine
@@ -331,6 +334,7 @@ print(json.dumps({"seconds": time.perf_counter() - t, "series": r.outputs}))
             big = res["series"]
     med = {k: statistics.median(v) for k, v in runs.items()}
     defaced = json.loads(run_py(norm, str(root), str(work), "1", "1", "1"))
+    located = json.loads(run_py(norm, str(root), str(work), "1", "0", "1", "1"))
     out.append(Figure("normalize", f"normalize + render, {n_series} volumes, 1 worker (median of {DEID_REPEATS})",
                       med["one"], "s", "bare SimpleITK read series+orient+resample+rescale+write+1 PNG", med["bare"],
                       med["one"] / med["bare"], "<= 1.3", med["one"] / med["bare"] <= 1.3,
@@ -349,4 +353,10 @@ print(json.dumps({"seconds": time.perf_counter() - t, "series": r.outputs}))
     out.append(Figure("deface", f"normalize + render with defacing, {n_series} volumes, 1 worker", defaced["seconds"],
                       "s", "same without defacing", med["one"], defaced["seconds"] / med["one"], "", None,
                       {"defacing_s_per_volume": round((defaced["seconds"] - med["one"]) / n_series, 3)}))
+    out.append(Figure("targets", f"normalize + render with target location, {n_series} volumes, 1 worker",
+                      located["seconds"], "s", "same without target location", med["one"],
+                      located["seconds"] / med["one"], "", None,
+                      {"targets_s_per_volume": round((located["seconds"] - med["one"]) / n_series, 3),
+                       "what": "MNI152 affine fit on 4 mm copies, landmarks, lesion search on a 2 mm copy, target "
+                               "renders, follow-up T1w registered to baseline (3 mm) and rendered"}))
     return out

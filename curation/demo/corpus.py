@@ -172,6 +172,9 @@ ADNI_SUBJECTS = [
 ]
 ADNI_NAMES = ["FLANDERS^NED", "BOUVIER^SELMA", "VAN HOUTEN^LUANN"]
 ATROPHY = {"CN": 0.0, "MCI": 0.35, "Dementia": 0.75}
+# ADNIMERGE column, phantom target, factor (a normal demo head reads 7400 / 22000 / 1050000 mm3, ADNI's magnitudes)
+ADNI_VOLUMES = [("Hippocampus", "hippocampus", 7400 / 2929.5), ("Ventricles", "lateral_ventricles", 22000 / 4468.5),
+                ("WholeBrain", "brain", 1050000 / 1732738.5)]
 
 
 def ida_xml(*, ptid: str, group: str, sex: str, age: float, visit: str, acquired: str, image_uid: str,
@@ -225,9 +228,10 @@ def write_adni(root: Path) -> None:
                 "PTETHCAT": "Not Hisp/Latino", "PTRACCAT": "White", "APOE4": min(n, 2),
                 "MMSE": mmse, "CDRSB": cdrsb, "ADAS11": round(5 + (30 - mmse) * 1.4, 2),
                 "ADAS13": round(8 + (30 - mmse) * 1.9, 2), "MOCA": mmse - 3, "FAQ": int(cdrsb * 2),
-                # measured on the phantom drawn for this visit (hippocampal bodies, lateral ventricle bodies)
-                "Hippocampus": int(truth["hippocampus"]), "WholeBrain": int(truth["brain"]),
-                "Ventricles": int(truth["lateral_ventricles"]), "ICV": 1550000, "Month": months,
+                # measured on the phantom drawn for this visit (hippocampal bodies, lateral ventricle bodies, brain),
+                # scaled to the magnitudes of ADNI's FreeSurfer volumes of the whole structures
+                **{col: int(round(truth[key] * scale)) for col, key, scale in ADNI_VOLUMES},
+                "ICV": 1550000, "Month": months,
             })
             atrophy = ATROPHY[dx]
             pose = visit_pose(7000 + 10 * n, v)

@@ -105,7 +105,7 @@ def _process_series(task: dict[str, Any]) -> dict[str, Any]:
                   "version": VERSION})
     qc = _qc(data, fg, spacing, info)
     qc.update({"source_sampling_mm": list(sampling), "planes_refused": sorted(refused),
-               "planes_refused_reason": refused, "anatomy": located["anatomy"]})
+               "planes_refused_reason": refused, "anatomy": located["anatomy"], "targets": located["targets"]})
     return {"ok": True, "nifti": relpath(final_dir / "volume.nii.gz"), "spacing": spacing,
             "shape": tuple(int(s) for s in data.shape), "orientation": "RAS", "renders": renders, "qc": qc,
             "steps": steps, "sidecar": sidecar}
@@ -226,7 +226,8 @@ def register_series(task: dict[str, Any]) -> dict[str, Any]:
             "version": VERSION}
     return {"ok": True, "renders": renders, "spacing": spacing, "shape": tuple(int(v) for v in data.shape),
             "step": step, "qc": {**_qc(data, fg, spacing, {}), "planes_refused": sorted(refused),
-                                 "planes_refused_reason": refused, "anatomy": located["anatomy"]}}
+                                 "planes_refused_reason": refused, "anatomy": located["anatomy"],
+                                 "targets": located["targets"]}}
 
 
 REGISTER_SPACING = 2.0  # mm: within-visit registrations run on copies at this spacing
@@ -540,8 +541,7 @@ def _pair_visits(cases: list[Case], series_tasks: list[tuple[dict[str, Any], Any
             continue
         base_visit = visits[0]
         base = next(s for s in base_visit.series if s.sequence == "T1w" and s.nifti)
-        targets = [_placement(r) for r in base.renders if r.role == "target"]
-        targets = [t for t in targets if t is not None]
+        targets = base.qc.get("targets") or []  # the baseline's placements (the montage's slices included)
         if not targets:
             continue
         window = next(r.window for r in base.renders if r.role == "target" and r.window)
@@ -564,14 +564,6 @@ def _pair_visits(cases: list[Case], series_tasks: list[tuple[dict[str, Any], Any
         s.provenance.append(Step(**res["step"]))
         s.qc = {**s.qc, "paired_with": job["reference"]}
         report.counts["series_paired_to_baseline"] += 1
-
-
-def _placement(r: Render) -> dict[str, Any] | None:
-    """A target render of the baseline as the placement its follow-up is rendered at."""
-    if r.plane == "montage":
-        return None  # the montage's slices are not recorded one by one; pairs are single slices
-    return {"target": r.target, "plane": r.plane, "slice_index": r.slice_index, "position_mm": r.position_mm,
-            "located_by": r.located_by}
 
 
 def _contact_sheet(rows: list[dict[str, Any]], out: Path, final: Path) -> None:

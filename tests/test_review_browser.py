@@ -1,8 +1,10 @@
-"""The labeling UI, rendered by headless Chromium against the real server: the image and the question show."""
+"""The labeling UI, rendered by headless Chromium against the real server: the question, the slice stack with its
+pager (opening on the slice with the demo lesion) and the evidence controls show."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ from PIL import Image
 
 from curation.records import read_jsonl
 from curation.review import labelstudio as lsr
-from curation.schema import Item
+from curation.schema import Case, Evidence, Generator, Item
 
 from .browser import chromium, login_cookie, screenshot_task
 from .test_review_labelstudio import params
@@ -23,22 +25,59 @@ def _env(label_studio, pipeline, monkeypatch):
     monkeypatch.chdir(pipeline)
 
 
-def test_pushed_task_renders_image_and_question(pipeline, label_studio, tmp_path):
+def lesion_item(pipeline: Path) -> Item:
+    """An item claiming the demo lesion: the baseline FLAIR of the demo ADNI subject with a lesion, at the slice the
+    normalize stage placed on the lesion (or, without one, the slice through the phantom's lesion centre)."""
+    from curation.demo.corpus import ADNI_SUBJECTS
+
+    n, lesion = next((n, s[-1]) for n, s in enumerate(ADNI_SUBJECTS) if s[-1] is not None)
+    series_id = f"I{100000 + 1000 * n + 1}"  # the demo's image id of that subject's baseline FLAIR
+    case, series = next((c, s) for c in read_jsonl(pipeline / "extract" / "cases.jsonl", Case)
+                        for s in c.all_series() if c.source.value == "adni" and s.series_id == series_id)
+    placed = next((r for r in series.renders if r.target == "lesion" and r.plane == "axial"), None)
+    z = placed.slice_index if placed else int(round(lesion.center[2] * (series.shape[2] - 1)))
+    axial = next(r for r in series.renders if r.plane == "axial")
+    return Item(item_id="browser-lesion", case_id=case.case_id, source="adni", task_type="lesion_recognition",
+                format="mcq", question="Which abnormality does this FLAIR study show?",
+                options=["A white matter lesion", "No abnormality"], answer="A white matter lesion", answer_index=0,
+                images=[(placed or axial).path], generator=Generator(kind="template"), license="test",
+                evidence=[Evidence(image=(placed or axial).path, series_id=series_id, sequence="FLAIR",
+                                   target="lesion", plane="axial", slice_index=z)])
+
+
+def test_pushed_task_renders_stack_pager_and_question(pipeline, label_studio, tmp_path):
     if chromium() is None:
         pytest.fail("chromium is missing: `make test` installs it (apt package chromium)")
-    its = [i for i in read_jsonl(pipeline / "filter" / "items.jsonl", Item) if i.images][:2]
-    pushed = lsr.push(params("browser"), its)
+    item = lesion_item(pipeline)
+    pushed = lsr.push(params("browser"), [item])
     client = lsr.connect(params("browser"))
     task = next(t for t in client.tasks.list(project=pushed["project_id"], fields="all")
-                if t.data["item_id"] == its[0].item_id)
+                if t.data["item_id"] == item.item_id)
+    n_pages = len(task.data["stack"])
+    assert n_pages > 20 and task.data["stack_pages"][0][1] == item.evidence[0].slice_index
     cookie = login_cookie(label_studio.url, label_studio.username, label_studio.password)
-    ready = (f"document.body.innerText.includes({json.dumps(its[0].question)}) && "
-             "Array.from(document.images).some(i => i.complete && i.naturalWidth >= 64)")
-    shot = tmp_path / "task.png"
+    ready = (f"document.body.innerText.includes({json.dumps(item.question)}) && "
+             "Array.from(document.images).filter(i => i.complete && i.naturalWidth >= 64).length >= 2 && "
+             f"document.body.innerText.includes('{n_pages}')")
+    shot = Path(pipeline / "browser-task.png")
     page = f"{label_studio.url}/projects/{pushed['project_id']}/data?task={task.id}"
     seen = screenshot_task(label_studio.url, cookie, page, shot, ready)
-    assert seen["ready"], seen["text"][:500]
-    assert its[0].question in seen["text"] and "Verdict" in seen["text"] and "Reject" in seen["text"]
-    assert seen["images"], "the MRI render did not load"
+    assert seen["ready"], seen["text"][:800]
+    text = seen["text"]
+    assert item.question in text and "Verdict" in text and "Reject" in text
+    # the pager of the stack ("1 of N"), the evidence labels and the visibility question
+    assert f"of {n_pages}" in text or f"/ {n_pages}" in text or f"/{n_pages}" in text, text[:1500]
+    for word in ("Lesion", "Hippocampus", "Ventricle", "Wrong slice", "claimed evidence"):
+        assert word in text, word
+    assert len(seen["images"]) >= 2, "the stack slice and the item's render did not load"
     pixels = np.asarray(Image.open(shot).convert("L"))
     assert pixels.shape[1] >= 1200 and pixels.std() > 20, "the screenshot is blank"
+    # the page shown is the slice through the demo lesion: a FLAIR-bright blob inside the head, absent far from it
+    def bright(path: str) -> int:
+        px = np.asarray(Image.open(pipeline / path).convert("L"))
+        h, w = px.shape
+        return int((px[h // 5: 4 * h // 5, w // 5: 4 * w // 5] >= 250).sum())
+
+    z = item.evidence[0].slice_index
+    far = next(n for n, pg in enumerate(task.data["stack_pages"]) if abs(pg[1] - z) >= 15)
+    assert bright(task.data["stack_paths"][0]) >= 3 * bright(task.data["stack_paths"][far]) + 50

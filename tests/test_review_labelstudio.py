@@ -301,7 +301,9 @@ def test_malformed_annotation_in_export_is_reported_not_fatal(pipeline, tmp_path
 
 def test_server_restart_mid_push_resumes_without_duplicates(pipeline, label_studio):
     p = params("restart drill")
-    its = items(pipeline)
+    base = items(pipeline)
+    # more than two batches of ten, whatever the demo corpus yields: copies under their own ids
+    its = [it.model_copy(update={"item_id": f"{it.item_id}-{n}"}) for n in range(-(-21 // len(base))) for it in base]
     assert len(its) > 20
 
     def stop_after_first_batch(created: int) -> None:

@@ -58,8 +58,56 @@ P = {1: {0: 0, 1: 1 / 4, 2: 2 / 4, 3: 3 / 4, 4: 1},
 L = "ABCDE"
 
 
-def release_rows(pipeline: Path) -> list[dict]:
-    rel = pipeline / "releases" / "neuro-bench-0.1.0" / "data"
+@pytest.fixture(scope="module")
+def release(pipeline: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's items released with the template validity gates reporting only (and the release told to take the
+    templates above the threshold), so the harness is tested on every format whatever the demo templates' blind
+    baselines, which block most of them by design."""
+    import os
+
+    from curation.params import ValidityParams, load_params
+    from curation.quality.filter import run as filt
+    from curation.quality.validity import template_key
+    from curation.records import read_jsonl
+    from curation.release.build import run as build
+    from curation.review.merge import run as review
+    from curation.schema import Item
+
+    p = load_params(ROOT / "params.yaml")
+    p.filter.lexicon = str(ROOT / "templates" / "knowledge" / "lexicon.yaml")
+    p.filter.prompts_dir = str(ROOT / "templates" / "prompts")
+    p.filter.validity = ValidityParams(block=False, sibling_leaks=False)
+    out = tmp_path_factory.mktemp("eval-release")
+    items = list(read_jsonl(pipeline / "generate" / "items.jsonl", Item))
+    if not any(i.format.value == "multi_turn" for i in items):  # the dialogue path is exercised whatever the templates
+        from curation.schema import Turn
+
+        base = next(i for i in items if i.format.value == "open" and i.images
+                    and i.source.value in ("radiopaedia", "case-reports"))
+        items.append(base.model_copy(update={"item_id": "itm-dialogue-for-eval", "format": "multi_turn",
+                                             "task_type": "multi_turn_dialogue", "template_id": "eval_dialogue",
+                                             "question": "A colleague asks for a consult on this patient.",
+                                             "turns": [Turn(role="clinician", text="Could you look at this MRI?"),
+                                                       Turn(role="model", text="Yes, there is an abnormality."),
+                                                       Turn(role="clinician", text="What is your leading diagnosis?"),
+                                                       Turn(role="model", text=f"It is {base.answer}.")]}))
+    (out / "generate").mkdir()
+    (out / "generate" / "items.jsonl").write_text("".join(i.model_dump_json() + "\n" for i in items))
+    old = Path.cwd()
+    os.chdir(pipeline)
+    try:
+        filt(p.filter, out / "generate", out / "filter")
+        review(p.review, out / "filter", out / "none.json", out / "review")
+        p.release.allow_shortcut_templates = sorted({template_key(i) for i in read_jsonl(out / "review" /
+                                                                                          "items.jsonl", Item)})
+        build(p.release, out / "review", out / "releases", params_file=ROOT / "params.yaml")
+    finally:
+        os.chdir(old)
+    return out / "releases" / "neuro-bench-0.1.0"
+
+
+def release_rows(release: Path) -> list[dict]:
+    rel = release / "data"
     rows = [r for f in sorted(rel.glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
     return sorted((r for r in rows if any(i.get("bytes") for i in r["images"] or [])), key=lambda r: r["item_id"])
 
@@ -142,14 +190,14 @@ def eval_params(tmp_path: Path, server: OpenAIServer | None = None, **kw) -> Eva
     return p
 
 
-def test_evaluate_end_to_end_against_hand_computed_values(pipeline, tmp_path):
+def test_evaluate_end_to_end_against_hand_computed_values(release, tmp_path):
     from curation.evaluate.run import evaluate
 
-    rows = release_rows(pipeline)
+    rows = release_rows(release)
     assert {r["format"] for r in rows} == {"mcq", "open", "multi_turn"}
     answers, correct = script(rows)
     with OpenAIServer(responder(rows, answers)) as server:
-        metrics = evaluate(eval_params(tmp_path, server), pipeline / "releases" / "neuro-bench-0.1.0",
+        metrics = evaluate(eval_params(tmp_path, server), release,
                            tmp_path / "eval", [ModelSpec(name="scripted", model="local-vlm", base_url=server.base_url)])
         sent = list(server.requests)
     m = metrics["scripted"]
@@ -218,16 +266,15 @@ def test_evaluate_end_to_end_against_hand_computed_values(pipeline, tmp_path):
     assert (out / "plots" / "radar_task_types.png").exists() and (out / "plots" / "dimensions.json").exists()
 
 
-def test_resume_after_interruption_makes_only_missing_calls(pipeline, tmp_path):
+def test_resume_after_interruption_makes_only_missing_calls(release, tmp_path):
     from curation.evaluate.run import evaluate
 
-    rows = release_rows(pipeline)
+    rows = release_rows(release)
     answers, _ = script(rows)
     ok = responder(rows, answers)
     dead_after = 10
     p = eval_params(tmp_path, max_retries=0)
     p.bertscore = False
-    release = pipeline / "releases" / "neuro-bench-0.1.0"
     with OpenAIServer(lambda body, n: ok(body, n) if n <= dead_after else Reply(status=500)) as server:
         first = evaluate(p, release, tmp_path / "a", [ModelSpec(name="m", model="local-vlm", base_url=server.base_url)])
     assert first["m"]["failed_calls"] > 0 and first["m"]["incomplete_items"] > 0
@@ -245,15 +292,15 @@ def test_resume_after_interruption_makes_only_missing_calls(pipeline, tmp_path):
     assert second["m"]["pass_at_1"] == pytest.approx(full["m"]["pass_at_1"])
 
 
-def test_judge_parse_failures_are_recorded_not_fatal(pipeline, tmp_path):
+def test_judge_parse_failures_are_recorded_not_fatal(release, tmp_path):
     from curation.evaluate.run import evaluate
 
-    rows = release_rows(pipeline)
+    rows = release_rows(release)
     answers, _ = script(rows)
     with OpenAIServer(responder(rows, answers, judge_garbage=True)) as server:
         p = eval_params(tmp_path, server)
         p.bertscore = False
-        m = evaluate(p, pipeline / "releases" / "neuro-bench-0.1.0", tmp_path / "e",
+        m = evaluate(p, release, tmp_path / "e",
                      [ModelSpec(name="m", model="local-vlm", base_url=server.base_url)])["m"]
     assert m["judge_calls"]["llm_failures"] == {"malformed_json": m["judge_calls"]["llm_calls"]}
     scores = [json.loads(x) for x in (tmp_path / "e" / "m" / "scores.jsonl").read_text().splitlines()]
@@ -262,14 +309,14 @@ def test_judge_parse_failures_are_recorded_not_fatal(pipeline, tmp_path):
     assert m["mcq_accuracy"] is not None  # MCQs are still scored by their letters
 
 
-def test_cli_evaluate_without_model_says_skipped(pipeline, tmp_path):
+def test_cli_evaluate_without_model_says_skipped(release, tmp_path):
     from typer.testing import CliRunner
 
     from curation.cli import app
 
     prm = tmp_path / "params.yaml"
     prm.write_text("evaluate: {}\n")
-    r = CliRunner().invoke(app, ["evaluate", str(pipeline / "releases" / "neuro-bench-0.1.0"), "--params", str(prm)])
+    r = CliRunner().invoke(app, ["evaluate", str(release), "--params", str(prm)])
     assert r.exit_code == 0 and "skipped: no model configured" in r.output
 
 
@@ -288,3 +335,37 @@ def test_calibrate_judge_against_clinicians(tmp_path):
     # ranks: judge 6 5 2 3 4 1, clinicians 6 4 2 3 5 1 -> sum d^2 = 0+1+0+0+1+0 = 2 -> rho = 1 - 6*2/(6*35) = 33/35
     assert r["spearman_rho"] == pytest.approx(33 / 35, abs=1e-4)
     assert r["verdict"] == "trust"
+
+
+def test_circular_eval_scores_every_shift(tmp_path):
+    """CircularEval: a model that always answers "A" is right only where the key is A, and never under every
+    shift; a model that reads the options is right under all of them."""
+    from curation.evaluate.run import EvalItem, _client, circular_eval
+    from curation.llm import load_prompt
+
+    items = [EvalItem(item_id=f"itm-{n}", task_type="direct_diagnosis", format="mcq", question=f"Case {n}: stage?",
+                      context="", options=list(OPTS), answer=OPTS[n % 5], answer_index=n % 5, reference=OPTS[n % 5],
+                      turns=[], images=[], visual_dims=[], reasoning_dims=[], source="adni", difficulty="",
+                      split="test") for n in range(10)]
+    items.append(EvalItem(item_id="itm-open", task_type="direct_diagnosis", format="open", question="Why?", context="",
+                          options=[], answer="x", answer_index=None, reference="x", turns=[], images=[],
+                          visual_dims=[], reasoning_dims=[], source="adni", difficulty="", split="test"))
+    truth = {it.question: it.answer for it in items}
+    prompt = load_prompt("eval_answer", ROOT / "templates" / "prompts")
+
+    def reader(body, n):
+        text = user_text(body)
+        q = text.split("Question: ", 1)[1].split("\n", 1)[0]
+        opts = [line[3:] for line in text.splitlines() if line[:3] in {f"{x}. " for x in L}]
+        return Reply(L[opts.index(truth[q])])
+
+    p = eval_params(tmp_path)
+    with OpenAIServer(lambda body, n: Reply("A")) as server:
+        always_a, rows = circular_eval(_client(server.base_url, "m", "OPENAI_API_KEY", p, 0.0), prompt, items)
+        calls = server.calls
+    assert calls == 50 and len(rows) == 50  # five shifts of ten MCQs; the open item is not asked
+    assert always_a["vanilla_accuracy"] == 0.2 and always_a["circular_accuracy"] == 0.0
+    assert always_a["n_scored"] == 10 and always_a["by_task_type"]["direct_diagnosis"]["circular_accuracy"] == 0.0
+    with OpenAIServer(reader) as server:
+        right, _ = circular_eval(_client(server.base_url, "m-reader", "OPENAI_API_KEY", p, 0.0), prompt, items)
+    assert right["vanilla_accuracy"] == 1.0 and right["circular_accuracy"] == 1.0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from curation.params import FilterParams, LlmParams, ModelSpec
+from curation.params import FilterParams, LlmParams, ModelSpec, ValidityParams
 from curation.quality.filter import run
 from curation.records import read_jsonl
 from curation.schema import Item, Review, ReviewDecision
@@ -36,6 +36,9 @@ def write(items: list[Item], folder: Path) -> Path:
 
 
 def fparams(**kw) -> FilterParams:
+    """The gates under test here, with the template validity gates reporting only: they block most demo templates by
+    design (tests/test_validity.py tests them on a corpus built for it)."""
+    kw.setdefault("validity", ValidityParams(block=False, sibling_leaks=False, block_on=[]))
     return FilterParams(prompts_dir=str(ROOT / "templates" / "prompts"), **kw)
 
 
@@ -152,7 +155,9 @@ def test_splits_stratified_patient_disjoint_with_private_test(pipeline, tmp_path
     assert {i.split for i in kept} == {"test", "dev", "private_test"}
     assert max(report.metrics["balance"]["task_type"].values()) <= 5
     assert report.counts["rejected:rebalanced_out"] > 0
-    assert "task_type:direct_diagnosis" in report.metrics["underfilled_cells"]
+    under = report.metrics["underfilled_cells"]
+    thin = [t for t, n in report.metrics["balance"]["task_type"].items() if n < 50]
+    assert thin and all(f"task_type:{t}" in under for t in thin)
 
 
 def test_synonym_leak_and_grammar_cue_are_caught(pipeline):

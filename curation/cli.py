@@ -442,6 +442,31 @@ def review_status(
         typer.echo(f"  {dim:<40} {c['reviewed']:>5}/{c['total']}")
 
 
+@review_app.command("serve")
+@clean_errors
+def review_serve(
+    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1.")] = 8080,
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="Label Studio's data (and SQLite database).")] = Path(
+        ".curation/labelstudio"),
+    params: ParamsOpt = Path("params.yaml"),
+) -> None:
+    """Run the Label Studio review server with review.database (SQLite here, or PostgreSQL for a team)."""
+    from curation.errors import ServiceError
+    from curation.testing.labelstudio import serve
+
+    def ready(server: Any, fresh: bool) -> None:
+        typer.echo(f"Label Studio at {server.url} ({p.database.engine}); Ctrl-C stops it")
+        if fresh:
+            typer.echo(f"  admin {server.username}, password {server.password}; for push/pull/status: "
+                       f"LABEL_STUDIO_URL={server.url} LABEL_STUDIO_API_KEY={server.token}")
+
+    p = _section(params, "review")
+    try:
+        serve(p, data_dir, port, on_ready=ready)
+    except (ValueError, OSError, RuntimeError, TimeoutError) as exc:
+        raise ServiceError(str(exc)) from None
+
+
 @release_app.command("build")
 @clean_errors
 def release_build(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -43,7 +44,7 @@ def free_port() -> int:
 class LabelStudioServer:
     def __init__(self, data_dir: str | Path, document_root: str | Path, exe: str | Path = DEFAULT_EXE,
                  port: int | None = None, username: str = "curator@example.org", password: str | None = None,
-                 database: dict[str, str] | None = None) -> None:
+                 database: dict[str, str] | None = None, token: str | None = None) -> None:
         self.database = dict(database or {"DJANGO_DB": "sqlite"})
         self.exe = Path(exe).resolve()
         self.data_dir = Path(data_dir).resolve()
@@ -51,7 +52,7 @@ class LabelStudioServer:
         self.port = port or free_port()
         self.username = username
         self.password = password or secrets.token_hex(12)
-        self.token = secrets.token_hex(20)
+        self.token = token or secrets.token_hex(20)
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = self.data_dir / "server.log"
 
@@ -130,3 +131,31 @@ class _suppress:
 
     def __exit__(self, *exc: object) -> bool:
         return True
+
+
+def serve(params: Any, data_dir: Path, port: int, exe: Path = DEFAULT_EXE,
+          on_ready: Any = None) -> int:
+    """Run Label Studio for review until interrupted: ``review.database`` (SQLite in ``data_dir``, or the team's
+    PostgreSQL), files served from ``review.local_files_root``, on 127.0.0.1 (put a TLS proxy in front for a team).
+    The admin is ``LABEL_STUDIO_USERNAME`` / ``LABEL_STUDIO_PASSWORD`` / ``LABEL_STUDIO_USER_TOKEN`` when set (else
+    generated); they take effect when the server data is created, later starts keep the existing admin."""
+    fresh = not any(Path(data_dir).glob("*")) if Path(data_dir).exists() else True
+    server = LabelStudioServer(data_dir, params.local_files_root, exe=exe, port=port,
+                               username=os.environ.get("LABEL_STUDIO_USERNAME") or "curator@example.org",
+                               password=os.environ.get("LABEL_STUDIO_PASSWORD"),
+                               token=os.environ.get("LABEL_STUDIO_USER_TOKEN"), database=database_env(params.database))
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupted)  # stopped by a supervisor: the server goes too
+    try:
+        server.start()
+        if on_ready is not None:
+            on_ready(server, fresh)
+        assert server.proc is not None
+        return server.proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()
+        signal.signal(signal.SIGTERM, previous)

@@ -36,7 +36,7 @@ def engine(**kw) -> Engine:
 
 
 def t1(sid: str, *, pos_hip: float = -21.0, pos_vent: float = 18.0, reference: str | None = None,
-       fraction: float | None = None) -> Series:
+       paired: bool = True) -> Series:
     renders = [
         Render(plane="axial", slice_index=90, path=f"r/{sid}/axial_090.png", role="mid"),
         Render(plane="coronal", slice_index=97, path=f"r/{sid}/coronal_097.png", role="target", target="hippocampus",
@@ -45,7 +45,15 @@ def t1(sid: str, *, pos_hip: float = -21.0, pos_vent: float = 18.0, reference: s
                target="lateral_ventricles", position_mm=pos_vent, located_by="atlas_registration"),
         Render(plane="montage", path=f"r/{sid}/montage_axial.png", role="montage"),
     ]
-    prov = [Step(name="register_rigid", args={"reference": reference})] if reference else []
+    prov = [Step(name="register_to_baseline", args={"reference": reference})] if reference else []
+    if reference and paired:  # a registered follow-up is also rendered at the baseline's positions
+        renders += [
+            Render(plane="coronal", slice_index=98, path=f"r/{sid}/coronal_098_paired.png", role="paired",
+                   target="hippocampus", position_mm=-21.0, located_by=f"registered_to:{reference}"),
+            Render(plane="axial", slice_index=111, path=f"r/{sid}/axial_111_paired.png", role="paired",
+                   target="lateral_ventricles", position_mm=18.0,
+                   located_by=f"registered_to:{reference}"),
+        ]
     return Series(series_id=sid, sequence="T1w", format="nifti", renders=renders, qc={"pass": True}, provenance=prov)
 
 
@@ -54,8 +62,8 @@ def adni_case(*, registered: bool = True, same_position: bool = True) -> Case:
                scores={"MMSE": 27.0, "Hippocampus": 6900.0, "Ventricles": 30000.0}, series=[t1("S0")])
     v1 = Visit(visit_id="m24", days_from_baseline=731, diagnosis="Alzheimer's disease dementia",
                scores={"MMSE": 21.0, "Hippocampus": 6000.0, "Ventricles": 40000.0},
-               series=[t1("S1", reference="S0" if registered else None, pos_vent=18.0 if same_position else 30.0,
-                          pos_hip=-21.0 if same_position else -5.0)])
+               series=[t1("S1", reference="S0" if registered else None, paired=same_position, pos_vent=30.0,
+                          pos_hip=-5.0)])
     return Case(case_id="adni-x", source=SourceName.adni, license="ADNI DUA", patient=Patient(age=69, sex="F"),
                 ehr={"MMSE": 27.0, "Hippocampus": 6900.0}, visits=[v0, v1],
                 diagnosis=Diagnosis(primary="Alzheimer's disease dementia"))

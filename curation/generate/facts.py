@@ -83,8 +83,8 @@ def _age_phrase(age: int, ninety_plus: bool) -> str:
 
 def clinical_context(text: str, knowledge: dict[str, Any]) -> str:
     """The presentation as an item may show it: the sentences before imaging is told, less those naming a diagnosis,
-    treatment or outcome, with the placeholders and dates that de-identification left removed (a sentence that keeps one is
-    dropped). Ages and intervals stay; a date of birth or of admission does not."""
+    treatment or outcome, with the placeholders and dates that de-identification left removed (a sentence that keeps
+    one is dropped). Ages and intervals stay; a date of birth or of admission does not."""
     stop = [re.compile(p, re.IGNORECASE) for p in knowledge.get("context_stop", [])]
     drop = [re.compile(p, re.IGNORECASE) for p in knowledge.get("context_drop", [])]
     kept = []
@@ -205,7 +205,7 @@ def _pair_facts(case: Case, visits: list[Visit], common: dict[str, Any],
             continue
         images: dict[str, Any] = {}
         for name, target in (("ventricles", "lateral_ventricles"), ("hippocampus", "hippocampus")):
-            r0, r1 = target_render(s0, target), target_render(s1, target)
+            r0, r1 = target_render(s0, target), paired_render(s1, s0, target)
             if r0 and r1 and r0.position_mm is not None and r1.position_mm is not None \
                     and abs(r0.position_mm - r1.position_mm) <= POSITION_TOLERANCE_MM and r0.plane == r1.plane:
                 images[f"baseline_{name}"] = _evidence(r0, s0, v0, target).model_dump()
@@ -309,6 +309,15 @@ def target_render(series: Series, target: str) -> Render | None:
     if target == "brain":
         return next((r for r in series.renders if r.role == "montage"), None)
     return None
+
+
+def paired_render(series: Series, reference: Series, target: str) -> Render | None:
+    """The render of a registered follow-up placed at the reference's position for ``target`` (the normalize stage
+    renders it role "paired"); its own target render when that already lies at the reference's position."""
+    for r in series.renders:
+        if r.role == "paired" and r.target == target and r.located_by in (None, f"registered_to:{reference.series_id}"):
+            return r
+    return target_render(series, target)
 
 
 def _mid(series: Series) -> Render | None:

@@ -237,11 +237,11 @@ def circular_eval(client: LLMClient, prompt: Prompt,
     rows = []
     for smp in ask(client, prompt, shifted, 1, 0.0):
         it = by_id[smp.item_id]
-        base, k = smp.item_id.rsplit("#", 1)
+        base, shift = smp.item_id.rsplit("#", 1)
         letter = extract_letter(smp.response, it.options) if smp.response is not None else None
         ok = None if smp.response is None else letter == LETTERS[it.answer_index or 0]
-        results[base][int(k)] = ok
-        rows.append({"item_id": base, "shift": int(k), "letter": letter, "correct": ok, "error": smp.error})
+        results[base][int(shift)] = ok
+        rows.append({"item_id": base, "shift": int(shift), "letter": letter, "correct": ok, "error": smp.error})
     complete = {iid: r for iid, r in results.items() if all(v is not None for v in r.values())}
 
     def figures(ids: list[str]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from curation.errors import InputError
 from curation.params import FilterParams, LlmParams
@@ -175,15 +176,15 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
     report.metrics["answer_position_counts"] = bal["distribution"]["answer_letter"]
     report.metrics["split_counts"] = dict(sorted(Counter(i.split for i in kept).items()))
     kept_by_t = Counter(v.template_key(i) for i in kept)
-    for t, entry in templates.items():
-        entry["kept_items"] = kept_by_t.get(t, 0)
-    validity = {
+    for key, entry in templates.items():
+        entry["kept_items"] = kept_by_t.get(key, 0)
+    validity: dict[str, Any] = {
         "max_blind_lift": params.validity.max_blind_lift, "block": params.validity.block,
         "baselines": list(params.validity.baselines),
         "overall": {**v.overall_blind(measured, templates),
                     "kept_items": len(kept), "kept_effective_items": v.effective_items(kept),
-                    "templates_above_threshold": sorted(t for t, e in templates.items() if e["above_threshold"]),
-                    "templates_blocked": sorted(t for t, e in templates.items() if e["blocked"]),
+                    "templates_above_threshold": sorted(k for k, e in templates.items() if e["above_threshold"]),
+                    "templates_blocked": sorted(k for k, e in templates.items() if e["blocked"]),
                     "items_blocked": sum(e["items"] for e in templates.values() if e["blocked"]),
                     "answered_without_image": {m: r["answered_without_image"]
                                                for m, r in (models.get("models") or {}).items()}},

@@ -180,7 +180,9 @@ def _mean(xs: list[float]) -> float | None:
 
 def cue_metrics(items: list[Item]) -> dict[str, Any]:
     mcq = [i for i in items if is_mcq(i)]
-    longest, key_ov, dis_ov = [], [], []
+    longest: list[float] = []
+    key_ov: list[float] = []
+    dis_ov: list[float] = []
     for i in mcq:
         k = i.answer_index or 0
         lengths = [len(o.strip()) for o in i.options]
@@ -240,6 +242,13 @@ def measure_blind(items: list[Item], params: ValidityParams, synonyms: list[set[
     return out
 
 
+def _baseline_of(name: str) -> Callable[[dict[str, Any]], float | None]:
+    def get(t: dict[str, Any]) -> float | None:
+        return t["blind_baselines"].get(name)
+
+    return get
+
+
 def overall_blind(items: list[Item], templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Item-weighted figures over every template."""
     n = sum(t["items"] for t in templates.values())
@@ -252,8 +261,8 @@ def overall_blind(items: list[Item], templates: dict[str, dict[str, Any]]) -> di
 
     return {
         "items": n, "mcq_items": sum(t["mcq_items"] for t in templates.values()), "templates": len(templates),
-        "chance": weighted(lambda t: t["chance"]),
-        "blind_baselines": {b: weighted(lambda t, b=b: t["blind_baselines"].get(b)) for b in names},
+        "chance": weighted(lambda t: float(t["chance"])),
+        "blind_baselines": {b: weighted(_baseline_of(b)) for b in names},
         "cue": {k: v for k, v in cue_metrics(items).items() if k != "answer_letters"},
         "effective_items": effective_items(items),
     }
@@ -366,12 +375,12 @@ def model_baselines(items: list[Item], params: ValidityParams, llm: LlmParams, p
                 q["answered_without_image"] = sorted({*q.get("answered_without_image", []), spec.name})
                 report.counts[f"tagged:answered_without_image:{spec.name}"] += 1
         templates: dict[str, dict[str, Any]] = defaultdict(dict)
-        for cond, rates in per_cond.items():
+        for cond_name, rates in per_cond.items():
             by_t: dict[str, list[float]] = defaultdict(list)
             for iid, r in rates.items():
                 by_t[template_key(by_id[iid])].append(r)
             for t, rs in by_t.items():
-                templates[t][cond] = _mean(rs)
+                templates[t][cond_name] = _mean(rs)
         for t in templates:
             its = [i for i in mcq if template_key(i) == t]
             templates[t]["answered_without_image"] = sum(no_img.get(i.item_id, 0) > 0.5 for i in its)

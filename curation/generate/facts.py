@@ -134,6 +134,9 @@ def _visit_facts(f: dict[str, Any], case: Case, visit: Visit, knowledge: dict[st
     dx = visit.diagnosis or (case.diagnosis.primary if len([v for v in case.visits if v.series]) == 1 else None)
     if dx:
         f["dx"] = dx
+        scheme = knowledge.get("dementia_scheme_by_source", {}).get(case.source.value)
+        if dx in knowledge.get("dementia_schemes", {}).get(scheme, []):
+            f["dx_scheme"] = scheme  # the categories its items may offer
     scores = dict(visit.scores)
     for key, names in {"mmse": ("MMSE",), "cdr": ("CDR",), "cdrsb": ("CDRSB", "CDRSUM")}.items():
         v = _score(scores, *names)

@@ -5,12 +5,15 @@ from pathlib import Path
 
 import pytest
 
+from curation.demo.phantom import SHAPE
 from curation.ingest import run
 from curation.params import IngestParams
 from curation.records import read_jsonl
 from curation.schema import Case
 
 from .conftest import SHARED
+
+SLICES = SHAPE[2]  # one DICOM file a slice in the demo's ADNI series
 
 
 def _ingest(source: str, raw: Path, out: Path) -> tuple[list[Case], list[dict], dict]:
@@ -30,7 +33,7 @@ def test_adni_tree(demo_raw: Path, tmp_path: Path) -> None:
     assert [v.visit_id for v in case.visits] == ["bl", "m12"]
     assert case.visits[1].days_from_baseline == 365
     assert {s.sequence for s in case.visits[0].series} == {"T1w", "FLAIR"}
-    assert all(len(s.files) == 64 for s in case.all_series())
+    assert all(len(s.files) == SLICES for s in case.all_series())
     # participant ids stay in the private map only
     assert "_S_" not in (tmp_path / "o" / "cases.jsonl").read_text()
     ids = [json.loads(x) for x in (tmp_path / "o" / "private" / "id_map.jsonl").read_text().splitlines()]
@@ -58,7 +61,7 @@ def test_adni_malformed_inputs_are_quarantined(raw_copy: Path, tmp_path: Path) -
     bad_rows = sorted(p for p, r in reasons if r == "csv_bad_row")
     assert bad_rows == ["ADNIMERGE.csv:8", "ADNIMERGE.csv:9"]
     assert len(cases) == 3  # the rest of the run succeeded
-    assert sum(len(s.files) for c in cases for s in c.all_series()) == 12 * 64 - 1
+    assert sum(len(s.files) for c in cases for s in c.all_series()) == 12 * SLICES - 1
     assert rep["failures_by_reason"]["csv_bad_row"] == 2
 
 

@@ -170,7 +170,7 @@ def test_card_reports_blocked_templates_and_an_empty_release_still_builds(tmp_pa
     assert r.outputs == 0
     root = tmp_path / "rel" / "neuro-bench-0.1.0"
     card = (root / "README.md").read_text()
-    assert "This release has no items" in card and "### Blocked templates" in card
+    assert "This release has no items" in card and "### Blocked templates" in card and "data_files: []" in card
     assert re.search(r"\| `longest_key` \| 10 \| blind_baseline:longest_option: longest_option 100.0% vs chance", card)
     prm = tmp_path / "params.yaml"
     prm.write_text("evaluate: {models: [{name: m, model: m, base_url: 'http://127.0.0.1:9/v1'}]}\n")

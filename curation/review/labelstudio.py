@@ -73,7 +73,10 @@ def stack_data(item: Item, stacks: list[Any], mode: str, root: Path) -> dict[str
         return {"stack": [image_url(p, mode, root) for p in item.images], "stack_paths": list(item.images),
                 "stack_series": [], "stack_pages": [[-1, n, None] for n in range(len(item.images))],
                 "stack_legend": "No volume: the pages are the item's own images."}
-    urls, paths, pages, legend = [], [], [], []
+    urls: list[str] = []
+    paths: list[str] = []
+    pages: list[list[Any]] = []
+    legend: list[str] = []
     for n, st in enumerate(stacks):
         first = len(pages) + 1
         for path, idx, mm in zip(st.paths, st.slices, st.positions_mm, strict=True):

@@ -163,7 +163,7 @@ class StackBuilder:
         if nifti not in self._volumes:
             import nibabel as nib
 
-            img = nib.load(nifti)
+            img: Any = nib.load(nifti)
             while len(self._volumes) >= 2:  # bounded memory: the last two volumes
                 self._volumes.pop(next(iter(self._volumes)))
             self._volumes[nifti] = (np.asarray(img.dataobj, dtype=np.float32), np.asarray(img.affine),

@@ -42,7 +42,7 @@ def test_dicom_conversion_matches_ground_truth_world_position(demo_raw: Path) ->
     from curation.demo.phantom import SHAPE
     from curation.imaging.convert import convert_path
 
-    folder = next((demo_raw / "adni" / "ADNI" / "126_S_0605" / "Axial_T2-FLAIR").glob("*/*"))
+    folder = sorted((demo_raw / "adni" / "ADNI" / "126_S_0605" / "Axial_T2-FLAIR").glob("*/*"))[0]  # baseline
     img, info = convert_path(folder)
     assert info["orientation"] == "RAS"
     data = np.asarray(img.dataobj)

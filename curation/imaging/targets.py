@@ -85,8 +85,20 @@ def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Normal
     small = np.ascontiguousarray(data[::step, ::step, ::step])
     small_aff = affine.copy()
     small_aff[:3, :3] = affine[:3, :3] * step
-    gm, wm, vent = anatomy.template_on_series(fit, small.shape, small_aff, maps,
-                                              [maps.gm, maps.wm, maps.csf * (maps.brain > 0.5)])
+    regions = {n: anatomy.region_mask(n, maps).astype(np.float32) for n in ("hippocampus", "lateral_ventricles")}
+    gm, wm, vent, brain, *warped = anatomy.template_on_series(
+        fit, small.shape, small_aff, maps,
+        [maps.gm, maps.wm, maps.csf * (maps.brain > 0.5), maps.brain, *regions.values()])
+    region_on_series = dict(zip(regions, warped, strict=True))
+
+    def fraction(mask: np.ndarray, axis: int, point: np.ndarray) -> float | None:
+        """Target area / brain area in the slice through ``point`` (on the 2 mm copy): how small the target is."""
+        k = slice_index(small_aff, small.shape, axis, point)
+        if k is None:
+            return None
+        b = int((np.take(brain, k, axis=axis) >= 0.5).sum())
+        return round(float((np.take(mask, k, axis=axis) >= 0.5).sum()) / b, 4) if b else None
+
     check = _anatomy_check(small, gm, wm, vent)
     out["anatomy"].update({"fit": "ok" if check is None else "refused", "metric": round(fit.metric, 4),
                            "scale": [round(float(v), 3) for v in np.linalg.svd(fit.matrix[:3, :3])[1]]})
@@ -107,7 +119,8 @@ def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Normal
             continue
         out["targets"].append({"target": name, "plane": t.plane, "slice_index": idx,
                                "position_mm": slice_position(affine, shape, axis, idx),
-                               "located_by": "atlas_registration"})
+                               "located_by": "atlas_registration",
+                               "target_fraction": fraction(region_on_series[name], axis, point)})
     if "brain" in wanted:
         t = targets["brain"]
         lo, hi = fit.to_series(np.array([t.landmarks["inferior"], t.landmarks["superior"]]))
@@ -137,6 +150,7 @@ def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Normal
                                            "position_mm": slice_position(affine, shape, 2, idx),
                                            "located_by": f"intensity_outlier:{polarity}",
                                            "volume_mm3": round(found.voxels * voxel_mm3, 1),
+                                           "target_fraction": fraction(found.mask.astype(np.float32), 2, centre[:3]),
                                            "centre_mm": [round(float(v), 2) for v in centre[:3]]})
     return out
 

@@ -16,6 +16,7 @@ from curation.params import NormalizeParams
 
 PLANE_NORMAL = {"sagittal": 0, "coronal": 1, "axial": 2}
 AXIS_NAME = "xyz"
+MIN_SCALE, MAX_SCALE = 0.7, 1.4  # an adult head is within these of the MNI152 template along every axis
 LESION_GRID_MM = 2.0  # lesions are searched on a 2 mm copy of the 1 mm volume (cheap; a 40 mm3 lesion is 5 voxels)
 
 
@@ -62,6 +63,15 @@ def slice_index(affine: np.ndarray, shape: tuple[int, ...], axis: int, point_mm:
 
 
 def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: NormalizeParams) -> dict[str, Any]:
+    """``_locate``; an odd volume that breaks it loses its targets (reason recorded), never its other renders."""
+    try:
+        return _locate(data, affine, sequence, p)
+    except Exception as exc:  # numpy/scipy/ITK raise many types on degenerate volumes
+        return {"targets": [], "anatomy": {"fit": "failed", "not_located": {
+            t: f"target location failed ({type(exc).__name__}: {str(exc)[:200]})" for t in sorted(p.targets)}}}
+
+
+def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: NormalizeParams) -> dict[str, Any]:
     """Target placements for a normalized series: ``{"targets": [...], "anatomy": {...}}``. Each target is
     ``{target, plane, slice_index, position_mm, located_by}`` (the brain montage has ``slices`` instead); a target
     that cannot be placed is left out and its reason listed in ``anatomy["not_located"]``."""
@@ -77,7 +87,8 @@ def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Normal
         fit = anatomy.fit_template(data, affine)
     except Exception as exc:  # ITK raises on degenerate images
         out["anatomy"]["fit"] = "failed"
-        out["anatomy"]["not_located"] = {t: f"template registration failed ({type(exc).__name__})" for t in wanted}
+        out["anatomy"]["not_located"] = {t: f"template registration failed ({type(exc).__name__})"
+                                         for t in sorted(wanted)}
         return out
     maps = anatomy.template_maps(2.0)
     # the lesion search grid: the volume decimated to about LESION_GRID_MM, with its own affine
@@ -99,9 +110,13 @@ def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Normal
         b = int((np.take(brain, k, axis=axis) >= 0.5).sum())
         return round(float((np.take(mask, k, axis=axis) >= 0.5).sum()) / b, 4) if b else None
 
+    scale = np.linalg.svd(fit.matrix[:3, :3])[1]
     check = _anatomy_check(small, gm, wm, vent)
+    if check is None and not (MIN_SCALE <= scale.min() and scale.max() <= MAX_SCALE):
+        check = (f"the template fit is implausible (scaled {scale.min():.2f}..{scale.max():.2f}, outside "
+                 f"{MIN_SCALE}..{MAX_SCALE})")
     out["anatomy"].update({"fit": "ok" if check is None else "refused", "metric": round(fit.metric, 4),
-                           "scale": [round(float(v), 3) for v in np.linalg.svd(fit.matrix[:3, :3])[1]]})
+                           "scale": [round(float(v), 3) for v in scale]})
     if check is not None:
         out["anatomy"]["fit_reason"] = check
         out["anatomy"]["not_located"] = {t: check for t in sorted(wanted)}

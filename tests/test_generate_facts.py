@@ -179,6 +179,14 @@ def test_tags_are_computed_from_the_item() -> None:
     assert got["lesion_laterality"].visual_dims == [VisualDim.spatial]
     assert ReasoningDim.causal in got["symptom_mechanism"].reasoning_dims
     assert VisualDim.small_object not in got["lesion_recognition"].visual_dims  # size unknown: not claimed
+    small = adni_case()
+    s0 = small.visits[0].series[0]
+    s0.qc["targets"] = [{"target": "hippocampus", "plane": "coronal", "slice_index": 97, "target_fraction": 0.004},
+                        {"target": "lateral_ventricles", "plane": "axial", "slice_index": 110, "target_fraction": 0.05}]
+    tagged = by_template(engine().generate(small)[0])
+    assert VisualDim.small_object in tagged["hippocampal_atrophy"].visual_dims  # 0.4% of the brain in its slice
+    assert tagged["hippocampal_atrophy"].evidence[0].target_fraction == 0.004
+    assert VisualDim.small_object not in tagged["ventricular_size"].visual_dims
     adni = by_template(engine().generate(adni_case())[0])
     assert ReasoningDim.temporal not in adni["hippocampal_atrophy"].reasoning_dims
     assert ReasoningDim.long_tail not in adni["dementia_stage_multi_source"].reasoning_dims

@@ -338,7 +338,17 @@ def _first(visit: Visit, sequence: str) -> Series | None:
 def _evidence(r: Render, s: Series, visit: Visit | None, target: str | None) -> Evidence:
     return Evidence(image=r.path, series_id=s.series_id, visit_id=visit.visit_id if visit else None,
                     sequence=s.sequence, target=target, plane=r.plane, slice_index=r.slice_index,  # type: ignore[arg-type]
-                    position_mm=r.position_mm, target_fraction=getattr(r, "target_fraction", None))
+                    position_mm=r.position_mm, target_fraction=_fraction(s, target, r))
+
+
+def _fraction(s: Series, target: str | None, r: Render) -> float | None:
+    """How much of the brain the target covers in the shown slice, as the normalize stage measured it."""
+    for placed in s.qc.get("targets") or []:
+        if isinstance(placed, dict) and placed.get("target") == target and placed.get("plane") == r.plane \
+                and placed.get("slice_index") == r.slice_index:
+            value = placed.get("target_fraction")
+            return float(value) if isinstance(value, int | float) else None
+    return None
 
 
 def _num(v: Any) -> float | None:

@@ -207,3 +207,15 @@ def test_answer_letters_are_balanced_and_independent_of_case_order() -> None:
     assert forward == backward
     idx = [v[0] for (_, t), v in forward.items() if t == "case_most_likely_diagnosis"]
     assert max(idx.count(k) for k in set(idx)) - min(idx.count(k) for k in range(2)) <= 1
+
+
+def test_a_template_requiring_an_unknown_fact_fails_when_it_loads(tmp_path: Path) -> None:
+    from curation.errors import ParamsError
+    from curation.generate.engine import load_templates
+
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump([{
+        "id": "typo", "version": 1, "task_type": "localization", "format": "open", "requires": ["lesion.anatomie"],
+        "images": ["image.lesion"], "question": "Where?", "answer": "{{ lesion.anatomy }}"}]))
+    with pytest.raises(ParamsError, match="unknown fact lesion.anatomie"):
+        load_templates(tmp_path)
+    assert load_templates(ROOT / "templates" / "questions")  # the shipped templates name only known facts

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from curation.errors import ParamsError
 from curation.generate import tags
-from curation.generate.facts import deid_artefacts, fact_sets, lookup
+from curation.generate.facts import deid_artefacts, fact_sets, known_fact, lookup
 from curation.generate.tags import answer_facts
 from curation.params import GenerateParams
 from curation.records import content_hash
@@ -71,6 +71,9 @@ def load_templates(folder: str | Path) -> list[Template]:
                 raise ParamsError(f"duplicate template id {t.id}", path)
             if t.format == ItemFormat.mcq and t.distractors is None:
                 raise ParamsError(f"template {t.id}: an MCQ needs distractors", path)
+            unknown = [r for r in [*t.requires, *t.images] if not known_fact(r)]
+            if unknown:
+                raise ParamsError(f"template {t.id}: unknown fact {unknown[0]} (facts.Facts lists them)", path)
             ids.add(t.id)
             out.append(t)
     return out

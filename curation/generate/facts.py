@@ -12,6 +12,8 @@ import hashlib
 import re
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from curation.schema import Case, Evidence, Render, Series, Visit
 
 SEX_WORD = {"F": "woman", "M": "man"}
@@ -23,6 +25,83 @@ _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"
 FULL_DATE = re.compile(rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b|\b\d{{1,2}} {_MONTH} \d{{4}}\b"
                        rf"|\b{_MONTH} \d{{1,2}},? \d{{4}}\b")
 POSITION_TOLERANCE_MM = 0.51
+
+
+IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequence_known", "baseline_hippocampus",
+               "followup_hippocampus", "baseline_ventricles", "followup_ventricles")
+
+
+class LesionFacts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str
+    anatomy: str | None = None
+    laterality: str | None = None
+    sequence: str | None = None
+
+
+class DeficitFacts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str
+    side: str | None = None
+    kind: str
+
+
+class Facts(BaseModel):
+    """Every fact a template may require or render: one visit's (``kind`` visit) or a registered pair's (pair).
+    Templates are checked against these names when they load, so a misspelt requirement fails there."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: str
+    source: str
+    case_id: str
+    visit_id: str | None = None
+    image: dict[str, Evidence] = {}
+    age: int | None = None
+    age_phrase: str | None = None
+    sex_word: str | None = None
+    presentation: str | None = None
+    apoe4: Any = None
+    dx: str | None = None
+    dx_scheme: str | None = None
+    differential: list[str] | None = None
+    mmse: Any = None
+    cdr: Any = None
+    cdrsb: Any = None
+    hippocampus_ml: float | None = None
+    hippocampal_grade: str | None = None
+    ventricles_ml: float | None = None
+    ventricle_grade: str | None = None
+    nwbv: float | None = None
+    atrophy_grade: str | None = None
+    sequence: str | None = None
+    sequence_choices: list[str] | None = None
+    figure_id: str | None = None
+    lesion: LesionFacts | None = None
+    findings_text: str | None = None
+    territory: str | None = None
+    deficit: DeficitFacts | None = None
+    deficit_matches_lesion: bool | None = None
+    next_step: str | None = None
+    interval: str | None = None
+    mmse_baseline: Any = None
+    dx_baseline: str | None = None
+    dx_followup: str | None = None
+    conversion: str | None = None
+    ventricle_change: str | None = None
+
+
+def known_fact(dotted: str) -> bool:
+    """Whether a template's ``requires``/``images`` entry names a fact that ``fact_sets`` can produce."""
+    head, _, rest = dotted.partition(".")
+    if head == "image":
+        return rest in IMAGE_NAMES
+    field = Facts.model_fields.get(head)
+    if field is None:
+        return False
+    if not rest:
+        return True
+    nested = {"lesion": LesionFacts, "deficit": DeficitFacts}.get(head)
+    return nested is not None and rest in nested.model_fields
 
 
 def deid_artefacts(text: str) -> list[str]:
@@ -53,7 +132,9 @@ def fact_sets(case: Case, knowledge: dict[str, Any]) -> list[dict[str, Any]]:
     pair = _pair_facts(case, visits, common, knowledge)
     if pair is not None:
         out.append(pair)
-    return out
+    # checked against the model (a fact this module misnames fails here), handed on as plain data for Jinja
+    # (absent facts stay absent, so ``default`` filters apply; nested ones keep their keys for ``if`` tests)
+    return [{k: v for k, v in Facts.model_validate(f).model_dump().items() if v is not None} for f in out]
 
 
 # ----------------------------------------------------------------------------- case-wide facts

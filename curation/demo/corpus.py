@@ -212,7 +212,7 @@ def ida_xml(*, ptid: str, group: str, sex: str, age: float, visit: str, acquired
 
 
 def write_adni(root: Path) -> None:
-    rows = []
+    rows: list[dict[str, object]] = []
     for n, (ptid, rid, sex, birth, dx_bl, visits, lesion) in enumerate(ADNI_SUBJECTS):
         person = FakePerson(ADNI_NAMES[n], birth, sex, f"{4410000 + rid}", "12 Oak Street, Springfield, OR", "541-555-0100")
         base = date(2006, 3, 14) + timedelta(days=37 * n)
@@ -220,7 +220,7 @@ def write_adni(root: Path) -> None:
             dx, mmse, cdrsb = visits[v]
             exam = base + timedelta(days=round(months * 30.44))
             age_bl = round((base - birth).days / 365.25, 1)
-            truth = ground_truth(atrophy=ATROPHY[dx])["volumes_mm3"]  # type: ignore[index]
+            truth: dict[str, float] = ground_truth(atrophy=ATROPHY[dx])["volumes_mm3"]  # type: ignore[assignment]
             rows.append({
                 "RID": rid, "PTID": ptid, "VISCODE": viscode, "VISCODE2": "bl" if v == 0 else "m12",
                 "EXAMDATE": exam.isoformat(), "DX_bl": dx_bl, "DX": dx, "AGE": age_bl,

@@ -122,7 +122,7 @@ def _load_on_grid(path: Path, shape: tuple[int, int, int], affine: np.ndarray) -
     import nibabel as nib
     from scipy import ndimage
 
-    img = nib.load(str(path))
+    img: Any = nib.load(str(path))
     src = np.asarray(img.dataobj, dtype=np.float32)
     # voxel of the source for each target voxel: src_vox = inv(src_aff) @ aff @ vox (both diagonal)
     scale = np.diag(affine)[:3] / np.diag(img.affine)[:3]

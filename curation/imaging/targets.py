@@ -139,8 +139,9 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
     if "brain" in wanted:
         t = targets["brain"]
         lo, hi = fit.to_series(np.array([t.landmarks["inferior"], t.landmarks["superior"]]))
-        idxs = [slice_index(affine, shape, 2, lo + f * (hi - lo)) for f in np.linspace(0.0, 1.0, 9)]
-        if any(i is None for i in idxs):
+        found_idx = [slice_index(affine, shape, 2, lo + f * (hi - lo)) for f in np.linspace(0.0, 1.0, 9)]
+        idxs = [i for i in found_idx if i is not None]
+        if len(idxs) < len(found_idx):
             out["anatomy"]["not_located"]["brain"] = "the brain is not wholly inside the volume's field of view"
         else:
             out["targets"].append({"target": "brain", "plane": "montage", "slices": idxs,

@@ -72,12 +72,19 @@ def test_pushed_task_renders_stack_pager_and_question(pipeline, label_studio, tm
     assert len(seen["images"]) >= 2, "the stack slice and the item's render did not load"
     pixels = np.asarray(Image.open(shot).convert("L"))
     assert pixels.shape[1] >= 1200 and pixels.std() > 20, "the screenshot is blank"
-    # the page shown is the slice through the demo lesion: a FLAIR-bright blob inside the head, absent far from it
-    def bright(path: str) -> int:
-        px = np.asarray(Image.open(pipeline / path).convert("L"))
+    # the page shown is the slice through the demo lesion: FLAIR-bright voxels inside the head that the same slice of a
+    # lesion-free demo subject's baseline FLAIR (same grid, same window rule) does not have
+    from curation.demo.corpus import ADNI_SUBJECTS
+    from curation.review.stack import StackBuilder, load_index
+
+    def bright(path: Path) -> int:
+        px = np.asarray(Image.open(path).convert("L"))
         h, w = px.shape
         return int((px[h // 5: 4 * h // 5, w // 5: 4 * w // 5] >= 250).sum())
 
-    z = item.evidence[0].slice_index
-    far = next(n for n, pg in enumerate(task.data["stack_pages"]) if abs(pg[1] - z) >= 15)
-    assert bright(task.data["stack_paths"][0]) >= 3 * bright(task.data["stack_paths"][far]) + 50
+    m = next(n for n, subject in enumerate(ADNI_SUBJECTS) if subject[-1] is None)
+    index = load_index(pipeline / "extract" / "cases.jsonl")
+    control = next(ref for key, ref in index.items() if key.endswith(f"/I{100000 + 1000 * m + 1}"))
+    same_slice = StackBuilder(params("browser").stack, index, tmp_path / "stacks").build(
+        control, "axial", item.evidence[0].slice_index, None)
+    assert bright(pipeline / task.data["stack_paths"][0]) >= bright(Path(same_slice.paths[0])) + 50

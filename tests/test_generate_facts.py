@@ -219,3 +219,11 @@ def test_a_template_requiring_an_unknown_fact_fails_when_it_loads(tmp_path: Path
     with pytest.raises(ParamsError, match="unknown fact lesion.anatomie"):
         load_templates(tmp_path)
     assert load_templates(ROOT / "templates" / "questions")  # the shipped templates name only known facts
+
+
+def test_the_key_is_not_left_the_longest_option_when_a_longer_distractor_exists() -> None:
+    e = engine(n_options=3)
+    e.knowledge = {**e.knowledge, "findings": {"mass": ["a", "b", "c", "d", "a much longer distractor"]}}
+    case = report_case(lesion_side="right", deficit_side="left")
+    item = by_template(e.generate(case)[0])["lesion_recognition"]
+    assert max(item.options, key=len) != item.answer, item.options

@@ -168,7 +168,12 @@ class Engine:
         if t.format == ItemFormat.mcq and t.distractors is not None:
             pool = self.distractor_pool(t.distractors, facts, answer)
             random.Random(seed).shuffle(pool)
-            options = [answer, *pool[: self.params.n_options - 1]]  # the answer's place is set by finalize
+            chosen = pool[: self.params.n_options - 1]
+            # the key must not stand out as the longest option where the pool has a longer plausible one
+            longer = [p for p in pool[len(chosen):] if len(p) > len(answer)]
+            if chosen and longer and all(len(c) <= len(answer) for c in chosen):
+                chosen[-1] = longer[0]
+            options = [answer, *chosen]  # the answer's place is set by finalize
             if len(options) < 2:
                 return None, "no_distractors"
         turns = [Turn(role=tt["role"], text=self.render(tt["text"], facts)) for tt in t.turns]  # type: ignore[arg-type]

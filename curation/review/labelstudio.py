@@ -214,7 +214,8 @@ def push(params: ReviewParams, items: Iterable[Item], *, adjudication: bool = Fa
     root = Path(params.local_files_root)
     items = list(items)
     builder = StackBuilder(params.stack, load_index(params.cases), Path(params.stack.dir))
-    stacks = {i.item_id: builder.for_item(i) for i in items}
+    # case by case, so each volume is read once while its items' stacks are cut
+    stacks = {i.item_id: builder.for_item(i) for i in sorted(items, key=lambda i: (i.case_id, i.item_id))}
     if params.image_mode == "local-files":
         paths = [p for i in items for p in i.images] + [p for s in stacks.values() for st in s for p in st.paths]
         for folder in storage_folders(paths, root):

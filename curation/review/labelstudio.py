@@ -237,6 +237,10 @@ def push(params: ReviewParams, items: Iterable[Item], *, adjudication: bool = Fa
         elif (task.data or {}).get("content_hash") != data["content_hash"]:
             _call(client, f"updating task {task.id}", lambda t=task, d=data: client.tasks.update(id=t.id, data=d))
             counts["updated"] += 1
+            if int(getattr(task, "total_annotations", 0) or 0) and (task.data or {}).get("stack_pages") != data[
+                    "stack_pages"]:
+                # marks already made name pages of the old stack; merge reads them through the new one
+                counts["restacked_with_annotations"] += 1
         else:
             counts["unchanged"] += 1
     for n in range(0, len(new), batch_size):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -307,6 +308,72 @@ class ReleaseManifest(Model):
     licenses: dict[str, int]
     reviewed_items: int
     unreviewed_items: int
+
+
+class ReleaseImage(Model):
+    """One image of a release row: its file name under ``images/`` and, once written or read, its PNG bytes."""
+
+    path: str
+    data: bytes | None = None
+
+
+class ReleaseRow(Model):
+    """One row of a release's Parquet files, in column order; the split is the file's name, not a column. The
+    Parquet features, the Croissant fields, ``release verify``'s columns, ``release diff`` and the evaluation
+    harness all derive from this model."""
+
+    item_id: str = Field(description="Stable item identifier (content hash).")
+    case_id: str = Field(description="Pseudonymous case identifier; all items of a case are in one split.")
+    task_type: str = Field(description="Task family (direct_diagnosis, differential_diagnosis, lesion_recognition, "
+                                       "...).")
+    format: str = Field(description="mcq, open or multi_turn.")
+    question: str = Field(description="The question shown with the images.")
+    context: str = Field(description="Clinical context (EHR fields, presentation) given with the question.")
+    options: list[str] = Field(description="Options of a multiple-choice item, in order (A, B, ...).")
+    answer: str = Field(description="The correct answer (for an MCQ, the text of the correct option).")
+    answer_index: int | None = Field(description="Index of the correct option (MCQ).")
+    reference_answer: str = Field(description="Reference answer for open questions.")
+    rationale: str = Field(description="Why the answer is correct.")
+    turns: str = Field(description="Multi-turn dialogue as JSON [{role, text}].")
+    images: list[ReleaseImage] = Field(description="The item's images (PNG bytes) for sources released as pixels.")
+    image_refs: list[str] = Field(description="For sources released as references: per image a JSON object (source, "
+                                              "render name, SHA-256 of the PNG) that `curate release rebuild` matches "
+                                              "against renders of your own copy.")
+    visual_dims: list[str] = Field(description="Visual dimensions: small_object, fine_detail, spatial.")
+    reasoning_dims: list[str] = Field(description="Reasoning dimensions: temporal, causal, long_tail, multi_source.")
+    template_id: str = Field(description="The question template that made the item (empty for none).")
+    difficulty: str = Field(description="Difficulty rating from the filter stage (empty when unrated).")
+    review_status: str = Field(description="reviewed or unreviewed (expert review).")
+    review_verdict: str = Field(description="The reviewers' final verdict (empty when unreviewed).")
+    source: str = Field(description="Source collection (adni, oasis1, oasis3, radiopaedia, case-reports).")
+    license: str = Field(description="Licence of the item's source material.")
+    attribution: str = Field(description="Attribution the licence requires.")
+    evidence: str = Field(description="Where the answer can be seen, as a JSON list: what the item claims (kind "
+                                      "claimed: series number, sequence, plane, slice index, position in mm, target "
+                                      "and its share of the brain in that slice) and what reviewers marked (kind "
+                                      "marked: label, shape, plane, slice, image, voxel and mm boxes); coordinates "
+                                      "only, no ids, paths or pixels.")
+    split: str = Field(default="test", exclude=True, description="The split (the Parquet file's name).")
+
+    @classmethod
+    def columns(cls) -> tuple[str, ...]:
+        """The Parquet columns, in order."""
+        return tuple(n for n in cls.model_fields if n != "split")
+
+    @classmethod
+    def from_item(cls, item: Item, *, image_files: list[str], image_refs: list[str], evidence: str) -> ReleaseRow:
+        """The row of ``item`` as released: its images by file name (pixels) or by reference, its evidence as the
+        release writes it (``review.evidence.release_evidence``)."""
+        return cls(
+            item_id=item.item_id, case_id=item.case_id, split=item.split or "test", task_type=item.task_type.value,
+            format=item.format.value, question=item.question, context=item.context, options=list(item.options),
+            answer=item.answer, answer_index=item.answer_index, reference_answer=item.reference_answer or "",
+            rationale=item.rationale or "", turns=json.dumps([t.model_dump() for t in item.turns]),
+            images=[ReleaseImage(path=f) for f in image_files], image_refs=list(image_refs),
+            visual_dims=[d.value for d in item.visual_dims], reasoning_dims=[d.value for d in item.reasoning_dims],
+            template_id=item.template_id or "", difficulty=item.difficulty or "", review_status=item.status,
+            review_verdict=(item.review.final_verdict if item.review else None) or "", source=item.source.value,
+            license=item.license, attribution=item.attribution or "", evidence=evidence)
 
 
 EXPORTED_MODELS: dict[str, type[BaseModel]] = {

@@ -10,8 +10,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from curation.answering import extract_letter
 from curation.evaluate.calibrate import calibrate
-from curation.evaluate.scoring import bootstrap_ci, extract_letter, pass_at_k
+from curation.evaluate.scoring import bootstrap_ci, pass_at_k
 from curation.params import EvaluateParams, JudgeParams, ModelSpec
 from curation.testing.openai_server import OpenAIServer, Reply, user_text
 

@@ -10,92 +10,45 @@ BERTScore compares open answers with the reference.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
+from curation.answering import EvalItem, Sample, ask, extract_letter, is_refusal
 from curation.errors import InputError, ParamsError
-from curation.evaluate.scoring import LETTERS, BertScorer, extract_letter, is_refusal, weighted_score
+from curation.evaluate.scoring import BertScorer, weighted_score
 from curation.llm import LLMClient, Prompt, Request, load_prompt
 from curation.params import EvaluateParams, LlmParams, ModelSpec
 from curation.records import write_jsonl, write_text
-
-
-@dataclass
-class EvalItem:
-    item_id: str
-    task_type: str
-    format: str
-    question: str
-    context: str
-    options: list[str]
-    answer: str
-    answer_index: int | None
-    reference: str
-    turns: list[dict[str, str]]
-    images: list[bytes]
-    visual_dims: list[str]
-    reasoning_dims: list[str]
-    source: str
-    difficulty: str
-    split: str
-
-
-@dataclass
-class Sample:
-    item_id: str
-    sample: int
-    response: str | None = None
-    dialogue: list[dict[str, str]] = field(default_factory=list)
-    error: str | None = None
-    letter: str | None = None
-    correct: bool | None = None
-    judge: dict[str, Any] | None = None
-    judge_score: float | None = None
-    error_type: str | None = None
-    bertscore: float | None = None
+from curation.release import read
+from curation.schema import ReleaseRow
+from curation.text import LETTERS, spaced
 
 
 def load_release(release: Path, splits: list[str], rebuilt: Path | None = None) -> tuple[list[EvalItem], Counter[str]]:
     """The release's items with pixels; reference-only items get theirs from ``rebuilt`` (the images folder of
     ``curate release rebuild``) when every image is there with the SHA-256 the reference names."""
-    files = sorted((release / "data").glob("*.parquet"))
-    if not files:
-        raise InputError("no Parquet files under data/ (is this a release folder?)", release)
     items, skipped = [], Counter()
-    for f in files:
-        split = f.name.split("-")[0]
-        if splits and split not in splits:
-            continue
-        for row in pq.read_table(f).to_pylist():
-            images = [img["bytes"] for img in row.get("images") or [] if img and img.get("bytes")]
-            if not images and row.get("image_refs"):
-                images, why = _rebuilt_images(row, rebuilt)
-                if why:
-                    skipped[why] += 1
-                    continue
-            items.append(EvalItem(
-                item_id=row["item_id"], task_type=row["task_type"], format=row["format"], question=row["question"],
-                context=row["context"] or "", options=list(row["options"] or []), answer=row["answer"],
-                answer_index=row["answer_index"], reference=row["reference_answer"] or row["answer"],
-                turns=json.loads(row["turns"] or "[]"), images=images, visual_dims=list(row["visual_dims"] or []),
-                reasoning_dims=list(row["reasoning_dims"] or []), source=row["source"],
-                difficulty=row["difficulty"] or "unrated", split=split))
+    for row in read.rows(release, splits):
+        images = [img.data for img in row.images if img.data]
+        if not images and row.image_refs:
+            images, why = _rebuilt_images(row, rebuilt)
+            if why:
+                skipped[why] += 1
+                continue
+        items.append(EvalItem.from_row(row, images))
     return items, skipped
 
 
-def _rebuilt_images(row: dict[str, Any], rebuilt: Path | None) -> tuple[list[bytes], str | None]:
+def _rebuilt_images(row: ReleaseRow, rebuilt: Path | None) -> tuple[list[bytes], str | None]:
     if rebuilt is None:
         return [], "no_pixels:reference_only_source"
     images = []
-    for n, ref in enumerate(row["image_refs"]):
-        path = Path(rebuilt) / f"{row['item_id']}_{n}.png"
+    for n, ref in enumerate(row.image_refs):
+        path = Path(rebuilt) / f"{row.item_id}_{n}.png"
         if not path.exists():
             return [], "no_pixels:reference_only_source"
         data = path.read_bytes()
@@ -105,66 +58,10 @@ def _rebuilt_images(row: dict[str, Any], rebuilt: Path | None) -> tuple[list[byt
     return images, None
 
 
-def _image_parts(images: list[bytes]) -> list[dict[str, Any]]:
-    out = []
-    for data in images:
-        mime = "image/png" if data[:8] == b"\x89PNG\r\n\x1a\n" else "image/jpeg"
-        out.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"}})
-    return out
-
-
 def _client(base_url: str | None, model: str, api_key_env: str, p: EvaluateParams, temperature: float) -> LLMClient:
     return LLMClient(LlmParams(base_url=base_url, model=model, api_key_env=api_key_env, concurrency=p.concurrency,
                                max_retries=p.max_retries, timeout_s=p.timeout_s, backoff_s=p.backoff_s,
                                temperature=temperature, cache_dir=p.cache_dir))
-
-
-def ask(client: LLMClient, prompt: Prompt, items: list[EvalItem], n: int, temperature: float) -> list[Sample]:
-    """n samples for every item; multi-turn items are played turn by turn, all dialogues advancing together."""
-    samples = {(it.item_id, s): Sample(it.item_id, s) for it in items for s in range(n)}
-    single = [it for it in items if it.format != "multi_turn"]
-    reqs, keys = [], []
-    for it in single:
-        base = prompt.messages(context=it.context, question=it.question, options=it.options)
-        base[-1]["content"] = [{"type": "text", "text": base[-1]["content"]}, *_image_parts(it.images)]
-        for s in range(n):
-            reqs.append(Request(messages=base, prompt_id=prompt.id, prompt_version=prompt.version, seed=s,
-                                temperature=temperature, max_tokens=prompt.max_tokens))
-            keys.append((it.item_id, s))
-    for key, res in zip(keys, client.run(reqs), strict=True):
-        samples[key].response = res.text if res.ok else None
-        samples[key].error = None if res.ok else res.error
-    # dialogues: the clinician's turns are the user's; the model answers each in turn
-    dialogues = []
-    for it in (i for i in items if i.format == "multi_turn"):
-        asks = [t["text"] for t in it.turns if t["role"] != "model"]
-        if not asks:
-            asks = [it.question]
-        sys_msg, first = prompt.messages(context=it.context, question=asks[0], options=[])
-        first = {"role": "user", "content": [{"type": "text", "text": first["content"]}, *_image_parts(it.images)]}
-        for s in range(n):
-            dialogues.append({"key": (it.item_id, s), "messages": [sys_msg, first], "asks": asks[1:], "seed": s})
-    live = dialogues
-    while live:
-        reqs = [Request(messages=d["messages"], prompt_id=prompt.id, prompt_version=prompt.version, seed=d["seed"],
-                        temperature=temperature, max_tokens=prompt.max_tokens) for d in live]
-        nxt = []
-        for d, res in zip(live, client.run(reqs), strict=True):
-            smp = samples[d["key"]]
-            if not res.ok:
-                smp.error = res.error
-                continue
-            smp.dialogue.append({"role": "model", "text": res.text or ""})
-            d["messages"] = [*d["messages"], {"role": "assistant", "content": res.text or ""}]
-            if d["asks"]:
-                q = d["asks"].pop(0)
-                smp.dialogue.append({"role": "clinician", "text": q})
-                d["messages"].append({"role": "user", "content": q})
-                nxt.append(d)
-            else:
-                smp.response = res.text
-        live = nxt
-    return list(samples.values())
 
 
 def score_samples(items: dict[str, EvalItem], samples: list[Sample], p: EvaluateParams,
@@ -203,8 +100,7 @@ def score_samples(items: dict[str, EvalItem], samples: list[Sample], p: Evaluate
         for s in to_judge:
             if items[s.item_id].format != "mcq":
                 # without a judge: correct when the reference answer appears in the response
-                ref = " ".join(items[s.item_id].answer.lower().split())
-                s.correct = ref in " ".join((s.response or "").lower().split())
+                s.correct = spaced(items[s.item_id].answer) in spaced(s.response)
     if bert is not None:
         open_s = [s for s in samples if s.response is not None and items[s.item_id].format != "mcq"]
         for s, f1 in zip(open_s, bert.f1([s.response or "" for s in open_s],
@@ -315,7 +211,7 @@ def evaluate(p: EvaluateParams, release: Path, out: Path, models: list[ModelSpec
 def release_is_empty(release: Path) -> bool:
     """A release built with zero items (every template blocked, say): a manifest and no data files."""
     release = Path(release)
-    return (release / "manifest.json").is_file() and not any((release / "data").glob("*.parquet"))
+    return (release / "manifest.json").is_file() and not read.parquet_files(release, required=False)
 
 
 def write_skipped(out: Path, reason: str) -> None:

@@ -1,60 +1,14 @@
-"""Scoring primitives: answer-letter extraction, pass@k, bootstrap intervals, BERTScore, judge parsing."""
+"""Scoring primitives: pass@k, bootstrap intervals, BERTScore, rubric weights (letter extraction and refusals are
+``curation.answering``'s, shared with the filter's model gates)."""
 
 from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Sequence
 from typing import Any
 
-LETTERS = "ABCDEFGH"
 ERROR_TYPES = ("perceptual", "reasoning", "knowledge", "hallucination", "format_refusal")
-
-_REFUSAL = re.compile(r"\b(?:i cannot|i can't|i am unable|i'm unable|cannot determine|unable to (?:determine|answer)|"
-                      r"not possible to (?:determine|answer)|as an ai)\b", re.I)
-
-
-def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split())
-
-
-def extract_letter(text: str | None, options: Sequence[str]) -> str | None:
-    """The option letter a response commits to, or None when it commits to none (or to several).
-
-    Understands "C", "(C)", "C.", "**C**", "Answer: C", "the answer is (C)", "Option C", and a response that
-    quotes exactly one option's text. An explicit statement wins over a bare letter elsewhere.
-    """
-    if not text or not options:
-        return None
-    valid = set(LETTERS[: len(options)])
-    t = text.strip()
-    patterns = [  # the letter itself must be a capital, so "the answer is a lesion" is not (A)
-        r"(?i:final answer|correct answer|answer|correct option|option|choice)\s*(?i:is)?\s*[:=]?\s*[\(\[\*]*([A-H])\b",
-        r"^\s*[\(\[\*]*([A-H])[\)\]\*]*\s*(?:[.):,-]|$)",
-        r"\(([A-H])\)",
-        r"\*\*([A-H])\*\*",
-    ]
-    for pat in patterns:
-        found = {m for m in re.findall(pat, t, flags=re.M) if m in valid}
-        if len(found) == 1:
-            return found.pop()
-        if len(found) > 1:
-            return None
-    # the response names exactly one option's text
-    nt = _norm(t)
-    hits = [LETTERS[i] for i, o in enumerate(options) if _norm(o) and _norm(o) in nt]
-    if len(hits) > 1:  # prefer the longest match when one option's text contains another's
-        longest = max(hits, key=lambda letter: len(options[LETTERS.index(letter)]))
-        others = [h for h in hits if h != longest]
-        if all(_norm(options[LETTERS.index(h)]) in _norm(options[LETTERS.index(longest)]) for h in others):
-            return longest
-        return None
-    return hits[0] if hits else None
-
-
-def is_refusal(text: str | None) -> bool:
-    return not text or not text.strip() or bool(_REFUSAL.search(text))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -29,15 +29,12 @@ from curation.schema import (
     Turn,
     VisualDim,
 )
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split())
+from curation.text import spaced
 
 
 def _leaks(answer: str, text: str) -> bool:
-    a = _norm(answer)
-    return len(a) >= 3 and a in _norm(text)
+    a = spaced(answer)
+    return len(a) >= 3 and a in spaced(text)
 
 
 def data_uri(path: str | Path) -> str:
@@ -82,7 +79,7 @@ class Augmenter:
 
             def check(v: Any) -> str | None:
                 q = v["question"]
-                if _norm(q) == _norm(original):
+                if spaced(q) == spaced(original):
                     return "unchanged"
                 if "{{" in q or "{%" in q:
                     return "template_residue"
@@ -103,10 +100,10 @@ class Augmenter:
                 if len(ds) < need:
                     return "too_few"
                 ds = ds[:need]
-                if len({_norm(d) for d in ds}) < need:
+                if len({spaced(d) for d in ds}) < need:
                     return "duplicate_options"
-                a = _norm(item.answer)
-                if any(_norm(d) == a or _norm(d) in a or a in _norm(d) for d in ds):
+                a = spaced(item.answer)
+                if any(spaced(d) == a or spaced(d) in a or a in spaced(d) for d in ds):
                     return "paraphrases_answer"
                 return None
 
@@ -187,7 +184,7 @@ class Augmenter:
 
                 def check(v: Any) -> str | None:
                     for q in v["questions"]:
-                        if len({_norm(o) for o in q["options"]}) != len(q["options"]):
+                        if len({spaced(o) for o in q["options"]}) != len(q["options"]):
                             return "duplicate_options"
                         if q["answer_index"] >= len(q["options"]):
                             return "answer_index_out_of_range"
@@ -220,4 +217,3 @@ class Augmenter:
                     generator=Generator(kind="llm", model=res.model or self.client.model, prompt_hash=res.key),
                     license=case.license, attribution=case.attribution, status="draft",
                 )
-

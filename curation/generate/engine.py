@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +18,7 @@ from curation.generate.tags import answer_facts
 from curation.params import GenerateParams
 from curation.records import content_hash
 from curation.schema import Case, Evidence, Generator, Item, ItemFormat, TaskType, Turn
+from curation.text import plain
 
 
 class Distractors(BaseModel):
@@ -147,11 +147,11 @@ class Engine:
             if item is None:
                 skipped[f"{t.id}:{why_not}"] += 1
                 continue
-            if _norm(item.answer) in answered:  # two facts with one value ask the same thing twice
+            if plain(item.answer) in answered:  # two facts with one value ask the same thing twice
                 skipped[f"{t.id}:answer_already_asked"] += 1
                 continue
             asked.add(answers)
-            answered.add(_norm(item.answer))
+            answered.add(plain(item.answer))
             items.append(item)
         return items, dict(skipped)
 
@@ -182,7 +182,7 @@ class Engine:
         shown = " ".join([ctx, question, *options, *(x.text for x in turns)])
         if deid_artefacts(" ".join([shown, reference or "", rationale or ""])):
             return None, "deid_artefact_in_text"
-        if _norm(answer) and _norm(answer) in _norm(" ".join([ctx, question])):
+        if plain(answer) and plain(answer) in plain(" ".join([ctx, question])):
             return None, "answer_in_text"
         visual, reasoning = tags.compute(t.task_type, answers, t.context, evidence, facts, self.knowledge)
         used = {r: lookup(facts, r) for r in t.requires if not r.startswith("image")}
@@ -218,7 +218,3 @@ class Engine:
                     "images": it.images, "turns": [x.model_dump() for x in it.turns]}
             it.item_id = "itm-" + content_hash(body)
         return items
-
-
-def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())

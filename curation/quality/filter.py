@@ -12,12 +12,9 @@ from curation.params import FilterParams, LlmParams
 from curation.records import read_jsonl, staged_dir, write_json, write_jsonl
 from curation.report import Report
 from curation.schema import Item, ItemFormat
+from curation.text import plain
 
 RESIDUE = re.compile(r"\{\{|\}\}|\{%|\bNone\b|\bnan\b|\bundefined\b")
-
-
-def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9 ]", " ", text.lower()).split())
 
 
 def load_synonyms(lexicon: str | Path | None) -> list[set[str]]:
@@ -30,7 +27,7 @@ def load_synonyms(lexicon: str | Path | None) -> list[set[str]]:
     groups = []
     for cat in ("findings", "anatomy", "sequences", "diagnoses"):
         for label, terms in (lex.get(cat) or {}).items():
-            groups.append({_norm(label), *(_norm(t) for t in terms)} - {""})
+            groups.append({plain(label), *(plain(t) for t in terms)} - {""})
     return groups
 
 
@@ -44,7 +41,7 @@ def _article_cue(item: Item) -> bool:
         vowel = option[:1].lower() in "aeiou"
         return vowel == (words[-1].lower() == "an")
 
-    return agrees(item.answer) and not any(agrees(o) for o in item.options if _norm(o) != _norm(item.answer))
+    return agrees(item.answer) and not any(agrees(o) for o in item.options if plain(o) != plain(item.answer))
 
 
 def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
@@ -56,14 +53,14 @@ def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
     if any(RESIDUE.search(t or "") for t in texts):
         reasons.append("template_residue")
     if item.format == ItemFormat.mcq:
-        distinct = {_norm(o) for o in item.options}
+        distinct = {plain(o) for o in item.options}
         if len(item.options) < 4 or len(item.options) > 5:
             reasons.append("mcq_option_count")
         if len(distinct) != len(item.options):
             reasons.append("mcq_duplicate_options")
-        if sum(_norm(o) == _norm(item.answer) for o in item.options) != 1:
+        if sum(plain(o) == plain(item.answer) for o in item.options) != 1:
             reasons.append("mcq_not_exactly_one_correct")
-        lengths = sorted(len(o) for o in item.options if _norm(o) != _norm(item.answer))
+        lengths = sorted(len(o) for o in item.options if plain(o) != plain(item.answer))
         if lengths and len(item.answer) > 2.5 * max(lengths[-1], 1) and len(item.answer) > 30:
             reasons.append("mcq_answer_by_length")
         if _article_cue(item):
@@ -82,11 +79,11 @@ def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
         except Exception:
             reasons.append("image_unreadable")
             break
-    ans = _norm(item.answer)
+    ans = plain(item.answer)
     if len(ans) >= 4:  # a dialogue shows its clinician turns too (the model turns are the reference)
         from curation.quality.validity import visible_text
 
-        visible = _norm(visible_text(item))
+        visible = plain(visible_text(item))
         if re.search(rf"\b{re.escape(ans)}\b", visible):
             reasons.append("answer_leak")
         else:  # a synonym of the answer (from the lexicon) gives it away just as well

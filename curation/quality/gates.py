@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -15,18 +14,14 @@ from curation.params import FilterParams, LlmParams, ModelSpec
 from curation.records import keyed_hash
 from curation.report import Report
 from curation.schema import Item, ItemFormat
+from curation.text import LETTERS, plain
 
-LETTERS = "ABCDEFGH"
 REVIEW_RANK = {"accept": 3, "accept_with_edits": 2}
-
-
-def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9 ]", " ", text.lower()).split())
 
 
 def shingles(text: str, n: int = 5) -> set[str]:
     """Character n-grams of the normalised text: robust to a reworded word, unlike word n-grams."""
-    t = _norm(text)
+    t = plain(text)
     if len(t) < n:
         return {t} if t else set()
     return {t[i:i + n] for i in range(len(t) - n + 1)}
@@ -109,27 +104,14 @@ def near_duplicates(items: list[Item], params: FilterParams, report: Report) -> 
 
 
 # -- model-based gates ------------------------------------------------------------------------------------
-def _eval_item(item: Item, with_images: bool) -> Any:
-    from curation.evaluate.run import EvalItem
-
-    return EvalItem(
-        item_id=item.item_id, task_type=item.task_type.value, format=item.format.value, question=item.question,
-        context=item.context, options=list(item.options), answer=item.answer, answer_index=item.answer_index,
-        reference=item.reference_answer or item.answer, turns=[t.model_dump() for t in item.turns],
-        images=[Path(p).read_bytes() for p in item.images] if with_images else [],
-        visual_dims=[d.value for d in item.visual_dims], reasoning_dims=[d.value for d in item.reasoning_dims],
-        source=item.source.value, difficulty=item.difficulty or "", split="")
-
-
 def _correct_rates(client: Any, prompt: Any, items: list[Item], samples: int, temperature: float,
                    with_images: bool) -> dict[str, float | None]:
     """Fraction of samples in which the model picks the right option, per MCQ item (None: no answer)."""
-    from curation.evaluate.run import ask
-    from curation.evaluate.scoring import extract_letter
+    from curation.answering import EvalItem, ask, extract_letter
 
     mcq = [i for i in items if i.format == ItemFormat.mcq and i.answer_index is not None]
     out: dict[str, float | None] = {}
-    results = ask(client, prompt, [_eval_item(i, with_images) for i in mcq], samples, temperature)
+    results = ask(client, prompt, [EvalItem.from_item(i, with_images) for i in mcq], samples, temperature)
     by_item: dict[str, list[bool]] = defaultdict(list)
     for s in results:
         if s.response is not None:

@@ -12,8 +12,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from curation.errors import InputError
-from curation.quality.validity import is_mcq, norm, stated, visible_text
+from curation.quality.validity import is_mcq, stated, visible_text
 from curation.schema import Item, TaskType
+from curation.text import plain
 
 DEFAULT_RULES = Path(__file__).with_name("leak_rules.yaml")
 
@@ -103,7 +104,7 @@ def mapping_leaks(item: Item, rules: list[CompiledRule]) -> list[str]:
 
 def _public_text(item: Item) -> str:
     """What a release shows of an item, its options and answer aside: context, question and every turn."""
-    return norm(" ".join([item.context, item.question, *(t.text for t in item.turns)]))
+    return plain(" ".join([item.context, item.question, *(t.text for t in item.turns)]))
 
 
 def sibling_leaks(items: list[Item], synonyms: list[set[str]] | None = None) -> dict[str, tuple[str, Any]]:
@@ -119,7 +120,7 @@ def sibling_leaks(items: list[Item], synonyms: list[set[str]] | None = None) -> 
             continue
         texts = {s.item_id: _public_text(s) for s in case_items}
         for i in case_items:
-            key = norm(i.answer)
+            key = plain(i.answer)
             if len(key) < 6:  # "left", "right", "mild": too common to be read as a statement of the answer
                 continue
             forms = {key}
@@ -128,7 +129,7 @@ def sibling_leaks(items: list[Item], synonyms: list[set[str]] | None = None) -> 
                     forms |= {t for t in g if len(t) >= 4}
             others = [o for n, o in enumerate(i.options) if n != i.answer_index] if is_mcq(i) else []
             for s in sorted(case_items, key=lambda x: x.item_id):
-                if s.item_id == i.item_id or norm(s.answer) == key:
+                if s.item_id == i.item_id or plain(s.answer) == key:
                     continue
                 hay = texts[s.item_id]
                 if any(stated(f, hay) for f in forms) and not any(stated(o, hay) for o in others):

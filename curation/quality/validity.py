@@ -23,8 +23,8 @@ from curation.params import LlmParams, ModelSpec, ValidityParams
 from curation.records import keyed_hash
 from curation.report import Report
 from curation.schema import Item, ItemFormat
+from curation.text import LETTERS, plain
 
-LETTERS = "ABCDEFGH"
 STOP = frozenset(
     "the a an and or of to in on at for with by from as is are was were be been this that these those which what "
     "who whom whose how why when where than then there their its it his her he she they them patient patients "
@@ -32,17 +32,13 @@ STOP = frozenset(
     "into over under between after before about your you one two any all each other".split())
 
 
-def norm(text: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9 ]", " ", (text or "").lower()).split())
-
-
 def words(text: str) -> set[str]:
-    return {w for w in norm(text).split() if len(w) >= 3 and w not in STOP}
+    return {w for w in plain(text).split() if len(w) >= 3 and w not in STOP}
 
 
 def stated(phrase: str, haystack: str) -> bool:
     """``phrase`` appears in ``haystack`` as whole words (both normalised)."""
-    p = norm(phrase)
+    p = plain(phrase)
     return bool(p) and re.search(rf"(?<![a-z0-9]){re.escape(p)}(?![a-z0-9])", haystack) is not None
 
 
@@ -76,8 +72,8 @@ class Corpus:
     def of(cls, items: Iterable[Item], synonyms: list[set[str]] | None = None) -> Corpus:
         c = cls(synonyms=synonyms or [])
         for i in items:
-            c.answers[template_key(i)][norm(i.answer)] += 1
-            c.stems[norm(i.question)][norm(i.answer)] += 1
+            c.answers[template_key(i)][plain(i.answer)] += 1
+            c.stems[plain(i.question)][plain(i.answer)] += 1
             if is_mcq(i):
                 c.letters[template_key(i)][LETTERS[i.answer_index or 0]] += 1
         return c
@@ -97,8 +93,8 @@ def _argmax(scores: list[float]) -> list[int]:
 
 
 def majority_answer(item: Item, c: Corpus) -> list[int]:
-    seen = c.others(c.answers[template_key(item)], norm(item.answer))
-    return _argmax([seen[norm(o)] for o in item.options])
+    seen = c.others(c.answers[template_key(item)], plain(item.answer))
+    return _argmax([seen[plain(o)] for o in item.options])
 
 
 def answer_position(item: Item, c: Corpus) -> list[int]:
@@ -116,12 +112,12 @@ def stem_overlap(item: Item, c: Corpus) -> list[int]:
 
 
 def stated_in_context(item: Item, c: Corpus) -> list[int]:
-    hay = norm(visible_text(item))
+    hay = plain(visible_text(item))
 
     def said(option: str) -> bool:
-        forms = {norm(option)}
+        forms = {plain(option)}
         for g in c.synonyms:
-            if norm(option) in g:
+            if plain(option) in g:
                 forms |= {t for t in g if len(t) >= 4}
         return any(stated(f, hay) for f in forms)
 
@@ -129,8 +125,8 @@ def stated_in_context(item: Item, c: Corpus) -> list[int]:
 
 
 def same_stem_answer(item: Item, c: Corpus) -> list[int]:
-    seen = c.others(c.stems[norm(item.question)], norm(item.answer))
-    return _argmax([seen[norm(o)] for o in item.options])
+    seen = c.others(c.stems[plain(item.question)], plain(item.answer))
+    return _argmax([seen[plain(o)] for o in item.options])
 
 
 BASELINES: dict[str, Pick] = {
@@ -156,14 +152,14 @@ def open_guess(name: str, item: Item, c: Corpus) -> float:
     """Blind accuracy on an item without options: the most common other answer (ties shared), or the answer
     stated in the visible text."""
     if name == "stated_in_context":
-        return float(stated(item.answer, norm(visible_text(item))) and len(norm(item.answer)) >= 4)
-    counts = c.answers[template_key(item)] if name == "majority_answer" else c.stems[norm(item.question)]
-    seen = c.others(counts, norm(item.answer))
+        return float(stated(item.answer, plain(visible_text(item))) and len(plain(item.answer)) >= 4)
+    counts = c.answers[template_key(item)] if name == "majority_answer" else c.stems[plain(item.question)]
+    seen = c.others(counts, plain(item.answer))
     if not seen:
         return 0.0
     top = max(seen.values())
     tied = [a for a, v in seen.items() if v == top]
-    return (norm(item.answer) in tied) / len(tied)
+    return (plain(item.answer) in tied) / len(tied)
 
 
 def chance(item: Item, vocabulary: int) -> float:
@@ -207,7 +203,7 @@ def cue_metrics(items: list[Item]) -> dict[str, Any]:
 
 def effective_items(items: list[Item]) -> int:
     """Distinct (case, answer fact) pairs: what is left after capping one item per case and fact."""
-    return len({(i.case_id, norm(i.answer)) for i in items})
+    return len({(i.case_id, plain(i.answer)) for i in items})
 
 
 def measure_blind(items: list[Item], params: ValidityParams, synonyms: list[set[str]] | None = None
@@ -220,7 +216,7 @@ def measure_blind(items: list[Item], params: ValidityParams, synonyms: list[set[
         by_t[template_key(i)].append(i)
     out: dict[str, dict[str, Any]] = {}
     for t, its in sorted(by_t.items()):
-        vocab = len({norm(i.answer) for i in its})
+        vocab = len({plain(i.answer) for i in its})
         accs: dict[str, list[float]] = {b: [] for b in params.baselines}
         for i in its:
             for b in params.baselines:
@@ -326,10 +322,9 @@ def model_baselines(items: list[Item], params: ValidityParams, llm: LlmParams, p
                     report: Report) -> dict[str, Any]:
     """Accuracy per model, condition and template on the MCQ items; items a model answers without their image
     are tagged (``quality.answered_without_image``). Returns {"status", "models": {name: {...}}}."""
-    from curation.evaluate.run import ask
-    from curation.evaluate.scoring import extract_letter
+    from curation.answering import EvalItem, ask, extract_letter
     from curation.llm import load_prompt, not_configured
-    from curation.quality.gates import _client, _eval_item
+    from curation.quality.gates import _client
 
     specs = list(params.models)
     why = None
@@ -357,7 +352,7 @@ def model_baselines(items: list[Item], params: ValidityParams, llm: LlmParams, p
                 if imgs is None:
                     report.counts[f"validity:{cond}_unavailable"] += 1
                     continue
-                ev = _eval_item(i, False)
+                ev = EvalItem.from_item(i, False)
                 ev.images = imgs
                 evs.append(ev)
             hits: dict[str, list[bool]] = defaultdict(list)

@@ -17,10 +17,11 @@ from curation.paths import inside
 from curation.records import read_jsonl, sha256_file, staged_dir, write_bytes, write_json, write_text
 from curation.release import croissant
 from curation.release.card import DIGEST_PLACEHOLDER, distribution_plot, render_card, template_validity, with_digest
+from curation.release.read import features as release_features
 from curation.release.rebuild import reference
 from curation.report import Report
 from curation.review.evidence import release_evidence
-from curation.schema import Item, ReleaseManifest
+from curation.schema import Item, ReleaseManifest, ReleaseRow
 
 MANIFEST = "manifest.json"
 
@@ -54,7 +55,7 @@ def _hash_file(path: Path) -> str | None:
     return sha256_file(path) if path.exists() else None
 
 
-def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Report) -> list[dict[str, Any]]:
+def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Report) -> list[ReleaseRow]:
     rows = []
     for item in items:
         mode = params.redistribution.get(item.source.value, "pixels")
@@ -75,49 +76,29 @@ def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Re
             else:  # the hash of the exact render: only a holder of the source can match it
                 refs.append(reference(item.source.value, Path(img)))
         report.counts[f"redistribution:{mode}"] += 1
-        rows.append({
-            "item_id": item.item_id, "case_id": item.case_id, "split": item.split or "test",
-            "task_type": item.task_type.value, "format": item.format.value, "question": item.question,
-            "context": item.context, "options": item.options, "answer": item.answer,
-            "answer_index": item.answer_index, "reference_answer": item.reference_answer or "",
-            "rationale": item.rationale or "", "turns": json.dumps([t.model_dump() for t in item.turns]),
-            "image_files": image_files, "image_refs": refs, "visual_dims": [d.value for d in item.visual_dims],
-            "reasoning_dims": [d.value for d in item.reasoning_dims], "template_id": item.template_id or "",
-            "difficulty": item.difficulty or "", "review_status": item.status,
-            "review_verdict": (item.review.final_verdict if item.review else None) or "", "source": item.source.value,
-            "license": item.license, "attribution": item.attribution or "",
-            "evidence": release_evidence(item, mode, image_files),
-        })
+        rows.append(ReleaseRow.from_item(item, image_files=image_files, image_refs=refs,
+                                         evidence=release_evidence(item, mode, image_files)))
     return rows
 
 
-def _write_parquet(rows: list[dict[str, Any]], root: Path, arrow_copy: bool = False) -> list[str]:
-    """One Parquet file per split, written with `datasets`, images embedded as bytes; with ``arrow_copy`` also
-    the same splits saved with ``save_to_disk`` under ``hf/`` for ``datasets.load_from_disk``."""
-    from datasets import Dataset, Features, Image, Sequence, Value
+def _write_parquet(rows: list[ReleaseRow], root: Path, arrow_copy: bool = False) -> list[str]:
+    """One Parquet file per split, written with `datasets` (features from ``ReleaseRow``), images embedded as bytes;
+    with ``arrow_copy`` also the same splits saved with ``save_to_disk`` under ``hf/`` for
+    ``datasets.load_from_disk``."""
+    from datasets import Dataset
 
-    features = Features({
-        "item_id": Value("string"), "case_id": Value("string"), "task_type": Value("string"),
-        "format": Value("string"), "question": Value("string"), "context": Value("string"),
-        "options": Sequence(Value("string")), "answer": Value("string"), "answer_index": Value("int32"),
-        "reference_answer": Value("string"), "rationale": Value("string"), "turns": Value("string"),
-        "images": Sequence(Image()), "image_refs": Sequence(Value("string")),
-        "visual_dims": Sequence(Value("string")), "reasoning_dims": Sequence(Value("string")),
-        "template_id": Value("string"), "difficulty": Value("string"), "review_status": Value("string"),
-        "review_verdict": Value("string"), "source": Value("string"), "license": Value("string"),
-        "attribution": Value("string"), "evidence": Value("string"),
-    })
+    features = release_features()
     written = []
     splits = {}
-    for split in sorted({r["split"] for r in rows}):
-        part = [r for r in rows if r["split"] == split]
+    for split in sorted({r.split for r in rows}):
         cols: dict[str, list[Any]] = {k: [] for k in features}
-        for r in part:
+        for r in (r for r in rows if r.split == split):
             for k in features:
                 if k == "images":
-                    cols[k].append([{"bytes": (root / "images" / f).read_bytes(), "path": f} for f in r["image_files"]])
+                    cols[k].append([{"bytes": (root / "images" / i.path).read_bytes(), "path": i.path}
+                                    for i in r.images])
                 else:
-                    cols[k].append(r[k])
+                    cols[k].append(getattr(r, k))
         ds = Dataset.from_dict(cols, features=features)
         rel = f"data/{split}-00000-of-00001.parquet"
         (root / "data").mkdir(parents=True, exist_ok=True)
@@ -189,19 +170,19 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
         rows = _rows(items, params, staging / "images", report)
         files = _write_parquet(rows, staging, params.arrow_copy)
         counts: dict[str, dict[str, int]] = {
-            "split": dict(sorted(Counter(r["split"] for r in rows).items())),
-            "task_type": dict(sorted(Counter(r["task_type"] for r in rows).items())),
-            "format": dict(sorted(Counter(r["format"] for r in rows).items())),
-            "visual_dim": dict(sorted(Counter(d for r in rows for d in r["visual_dims"]).items())),
-            "reasoning_dim": dict(sorted(Counter(d for r in rows for d in r["reasoning_dims"]).items())),
-            "source": dict(sorted(Counter(r["source"] for r in rows).items())),
-            "review_status": dict(sorted(Counter(r["review_status"] for r in rows).items())),
+            "split": dict(sorted(Counter(r.split for r in rows).items())),
+            "task_type": dict(sorted(Counter(r.task_type for r in rows).items())),
+            "format": dict(sorted(Counter(r.format for r in rows).items())),
+            "visual_dim": dict(sorted(Counter(d for r in rows for d in r.visual_dims).items())),
+            "reasoning_dim": dict(sorted(Counter(d for r in rows for d in r.reasoning_dims).items())),
+            "source": dict(sorted(Counter(r.source for r in rows).items())),
+            "review_status": dict(sorted(Counter(r.review_status for r in rows).items())),
         }
         write_text(staging / "canary.txt", params.canary + "\n")
         checks = Counter(c for i in items for c in i.quality if c in ("verifier", "text_only_correct_rate",
                                                                       "difficulty_pass_rates", "image_not_needed"))
         write_bytes(staging / "assets" / "distribution.png", distribution_plot(counts))
-        licenses = sorted({r["license"] for r in rows})
+        licenses = sorted({r.license for r in rows})
         croissant.write(staging, params, name, f"{name}: multimodal neurology reasoning benchmark, {len(rows)} items.",
                         licenses)
         from curation.review.merge import agreement as review_agreement
@@ -224,9 +205,9 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
             created_from={"git_revision": _git_revision(), **_git_tree_state(),
                           "dvc_lock_sha256": _hash_file(lock_file), "params_sha256": _hash_file(params_file)},
             counts=counts, files=sums, canary=params.canary,
-            licenses=dict(sorted(Counter(r["license"] for r in rows).items())),
-            reviewed_items=sum(r["review_status"] == "reviewed" for r in rows),
-            unreviewed_items=sum(r["review_status"] != "reviewed" for r in rows),
+            licenses=dict(sorted(Counter(r.license for r in rows).items())),
+            reviewed_items=sum(r.review_status == "reviewed" for r in rows),
+            unreviewed_items=sum(r.review_status != "reviewed" for r in rows),
         )
         write_json(staging / MANIFEST, manifest)
         # the card names the manifest's digest; the manifest holds the card's checksum with the placeholder

@@ -9,6 +9,7 @@ from typing import Any
 import jinja2
 
 from curation.params import ReleaseParams
+from curation.schema import ReleaseRow
 
 # The card names the manifest's digest, and the manifest lists the card's checksum: the checksum is taken over
 # the card with this placeholder in place of the digest (verify puts it back before comparing).
@@ -28,7 +29,7 @@ def stated_digest(card: str) -> str | None:
     return m.group(2) if m else None
 
 
-def render_card(params: ReleaseParams, name: str, rows: list[dict[str, Any]], counts: dict[str, dict[str, int]],
+def render_card(params: ReleaseParams, name: str, rows: list[ReleaseRow], counts: dict[str, dict[str, int]],
                 files: list[str], checks: dict[str, int] | None = None, agreement: dict[str, Any] | None = None,
                 manifest_sha256: str = DIGEST_PLACEHOLDER, validity: dict[str, Any] | None = None) -> str:
     text = resources.files("curation.release").joinpath("card.md.j2").read_text()
@@ -38,11 +39,11 @@ def render_card(params: ReleaseParams, name: str, rows: list[dict[str, Any]], co
     size = "n<1K" if n < 1000 else ("1K<n<10K" if n < 10000 else "10K<n<100K")
     sources: dict[str, dict[str, Any]] = {}
     for r in rows:
-        s = sources.setdefault(r["source"], {"items": 0, "licenses": set(), "attributions": set()})
+        s = sources.setdefault(r.source, {"items": 0, "licenses": set(), "attributions": set()})
         s["items"] += 1
-        s["licenses"].add(r["license"])
-        if r["attribution"]:
-            s["attributions"].add(r["attribution"])
+        s["licenses"].add(r.license)
+        if r.attribution:
+            s["attributions"].add(r.attribution)
     return env.from_string(text).render(
         params=params, name=name, n=n, size=size, counts=counts, files=files,
         splits=sorted({f.split("/")[1].split("-")[0] for f in files}), sources=sources,

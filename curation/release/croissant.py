@@ -4,33 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from curation.params import ReleaseParams
+from curation.schema import ReleaseRow
 
-TEXT_FIELDS = {
-    "item_id": "Stable item identifier (content hash).",
-    "case_id": "Pseudonymous case identifier; all items of a case are in one split.",
-    "task_type": "Task family (direct_diagnosis, differential_diagnosis, lesion_recognition, ...).",
-    "format": "mcq, open or multi_turn.",
-    "question": "The question shown with the images.",
-    "context": "Clinical context (EHR fields, presentation) given with the question.",
-    "answer": "The correct answer (for an MCQ, the text of the correct option).",
-    "reference_answer": "Reference answer for open questions.",
-    "rationale": "Why the answer is correct.",
-    "turns": "Multi-turn dialogue as JSON [{role, text}].",
-    "source": "Source collection (adni, oasis1, oasis3, radiopaedia, case-reports).",
-    "license": "Licence of the item's source material.",
-    "attribution": "Attribution the licence requires.",
-    "review_status": "reviewed or unreviewed (expert review).",
-}
-LIST_FIELDS = {
-    "options": "Options of a multiple-choice item, in order (A, B, ...).",
-    "visual_dims": "Visual dimensions: small_object, fine_detail, spatial.",
-    "reasoning_dims": "Reasoning dimensions: temporal, causal, long_tail, multi_source.",
-    "image_refs": "For sources released as references: per image a JSON object (source, render name, SHA-256 of the "
-                  "PNG) that `curate release rebuild` matches against renders of your own copy.",
-}
+
+def _fields() -> list[tuple[str, str, str, bool]]:
+    """(column, description, data type, repeated) for every ``ReleaseRow`` column but the embedded images, which
+    the image file set describes."""
+    out = []
+    for name in ReleaseRow.columns():
+        if name == "images":
+            continue
+        f = ReleaseRow.model_fields[name]
+        repeated = get_args(f.annotation) == (str,)
+        out.append((name, f.description or "", "integer" if int in (f.annotation, *get_args(f.annotation)) else "text",
+                    repeated))
+    return out
 
 
 def build(root: Path, params: ReleaseParams, name: str, description: str, licenses: list[str]) -> dict[str, Any]:
@@ -45,9 +36,8 @@ def build(root: Path, params: ReleaseParams, name: str, description: str, licens
         return mlc.Field(id=f"items/{col}", name=col, description=desc, data_types=[dtype], repeated=repeated,
                          source=mlc.Source(file_set="parquet-files", extract=mlc.Extract(column=col)))
 
-    fields = [field(c, d, mlc.DataType.TEXT) for c, d in TEXT_FIELDS.items()]
-    fields.append(field("answer_index", "Index of the correct option (MCQ).", mlc.DataType.INTEGER))
-    fields += [field(c, d, mlc.DataType.TEXT, repeated=True) for c, d in LIST_FIELDS.items()]
+    types = {"text": mlc.DataType.TEXT, "integer": mlc.DataType.INTEGER}
+    fields = [field(c, d, types[t], repeated=r) for c, d, t, r in _fields()]
     items = mlc.RecordSet(id="items", name="items", description="Benchmark items.", fields=fields)
     key = f"{params.name.replace('-', '_')}_{params.version.replace('.', '_')}"
     cite = params.citation or (f"@misc{{{key},\n"

@@ -9,28 +9,24 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
+from curation.release import read
+from curation.schema import ReleaseRow
 
-from curation.errors import InputError
-
-COMPARED = ("question", "context", "options", "answer", "answer_index", "reference_answer", "rationale", "turns",
-            "visual_dims", "reasoning_dims", "task_type", "format", "review_status", "review_verdict", "license",
-            "image_refs", "evidence")
+# an item's identity (case and template, else id), its images compared by hash, and who/what made it are not
+# compared; every other column of ReleaseRow is
+NOT_COMPARED = {"item_id", "case_id", "template_id", "images", "difficulty", "source", "attribution"}
+COMPARED = tuple(c for c in ReleaseRow.columns() if c not in NOT_COMPARED)
 
 
 def load_rows(release: Path) -> list[dict[str, Any]]:
-    files = sorted(Path(release, "data").glob("*.parquet"))
-    if not files:
-        raise InputError("no Parquet files under data/ (is this a release folder?)", release)
-    rows = []
-    for f in files:
-        split = f.name.split("-")[0]
-        for r in pq.read_table(f).to_pylist():
-            r["split"] = split
-            images = r.pop("images") or []
-            r["image_sha256"] = [hashlib.sha256(i["bytes"]).hexdigest() for i in images if i.get("bytes")]
-            rows.append(r)
-    return rows
+    """Every row as a dict with its split and the SHA-256 of each embedded image in place of the bytes."""
+    out = []
+    for row in read.rows(release):
+        r = row.model_dump(exclude={"images"})
+        r["split"] = row.split
+        r["image_sha256"] = [hashlib.sha256(i.data).hexdigest() for i in row.images if i.data]
+        out.append(r)
+    return out
 
 
 def _key(r: dict[str, Any]) -> str:
@@ -72,31 +68,28 @@ def export_neural_medbench(release: Path, out: Path) -> int:
     """Neural-MedBench's JSON layout: one record per case with its text, images as data URIs and questions."""
     from curation.records import write_text
 
-    files = sorted(Path(release, "data").glob("*.parquet"))
-    if not files:
-        raise InputError("no Parquet files under data/ (is this a release folder?)", release)
     cases: dict[str, dict[str, Any]] = {}
-    for f in files:
-        for r in pq.read_table(f).to_pylist():
-            c = cases.setdefault(r["case_id"], {"case_id": r["case_id"], "text": r["context"], "images": [],
-                                                "image_refs": [], "source": r["source"], "license": r["license"],
-                                                "attribution": r["attribution"], "questions": []})
-            for img in r["images"] or []:
-                uri = "data:image/png;base64," + base64.b64encode(img["bytes"]).decode()
-                if uri not in c["images"]:
-                    c["images"].append(uri)
-            for ref in r["image_refs"] or []:
-                if ref not in c["image_refs"]:
-                    c["image_refs"].append(ref)
-            if len(r["context"] or "") > len(c["text"] or ""):
-                c["text"] = r["context"]
-            c["questions"].append({
-                "id": r["item_id"], "task": r["task_type"], "format": r["format"], "question": r["question"],
-                "options": list(r["options"] or []), "answer": r["answer"],
-                "reference_answer": r["reference_answer"], "rationale": r["rationale"],
-                "dialogue": json.loads(r["turns"] or "[]"), "visual_dims": list(r["visual_dims"] or []),
-                "reasoning_dims": list(r["reasoning_dims"] or []), "images": len(r["images"] or []),
-            })
+    for r in read.rows(release):
+        c = cases.setdefault(r.case_id, {"case_id": r.case_id, "text": r.context, "images": [], "image_refs": [],
+                                         "source": r.source, "license": r.license, "attribution": r.attribution,
+                                         "questions": []})
+        for img in r.images:
+            if not img.data:
+                continue
+            uri = "data:image/png;base64," + base64.b64encode(img.data).decode()
+            if uri not in c["images"]:
+                c["images"].append(uri)
+        for ref in r.image_refs:
+            if ref not in c["image_refs"]:
+                c["image_refs"].append(ref)
+        if len(r.context) > len(c["text"]):
+            c["text"] = r.context
+        c["questions"].append({
+            "id": r.item_id, "task": r.task_type, "format": r.format, "question": r.question,
+            "options": list(r.options), "answer": r.answer, "reference_answer": r.reference_answer,
+            "rationale": r.rationale, "dialogue": json.loads(r.turns or "[]"), "visual_dims": list(r.visual_dims),
+            "reasoning_dims": list(r.reasoning_dims), "images": len(r.images),
+        })
     records = [cases[k] for k in sorted(cases)]
     write_text(out, json.dumps(records, indent=1, ensure_ascii=False) + "\n")
     return len(records)

@@ -29,20 +29,16 @@ def reference(source: str, render: Path) -> str:
 
 def wanted(release: Path) -> dict[str, list[tuple[str, str, str]]]:
     """sha256 -> [(item_id, file name to write, source)] for every reference in the release's Parquet files."""
-    import pyarrow.parquet as pq
+    from curation.release.read import row_columns
 
-    files = sorted((release / "data").glob("*.parquet"))
-    if not files:
-        raise InputError("no Parquet files under data/ (is this a release folder?)", release)
     out: dict[str, list[tuple[str, str, str]]] = {}
-    for f in files:
-        for row in pq.read_table(f, columns=["item_id", "image_refs"]).to_pylist():
-            for n, ref in enumerate(row["image_refs"] or []):
-                try:
-                    r = json.loads(ref)
-                    out.setdefault(r["sha256"], []).append((row["item_id"], f"{row['item_id']}_{n}.png", r["source"]))
-                except (ValueError, KeyError, TypeError):
-                    raise InputError(f"item {row['item_id']}: unreadable image reference {ref!r}", f) from None
+    for f, row in row_columns(release, ["item_id", "image_refs"]):  # no image bytes read
+        for n, ref in enumerate(row["image_refs"] or []):
+            try:
+                r = json.loads(ref)
+                out.setdefault(r["sha256"], []).append((row["item_id"], f"{row['item_id']}_{n}.png", r["source"]))
+            except (ValueError, KeyError, TypeError):
+                raise InputError(f"item {row['item_id']}: unreadable image reference {ref!r}", f) from None
     return out
 
 

@@ -11,10 +11,9 @@ from pydantic import ValidationError
 from curation.paths import inside
 from curation.records import read_json, sha256_file
 from curation.release.card import DIGEST_PLACEHOLDER, stated_digest, with_digest
-from curation.schema import ReleaseManifest
+from curation.schema import ReleaseManifest, ReleaseRow
 
-REQUIRED_COLUMNS = {"item_id", "case_id", "question", "options", "answer", "images", "task_type", "visual_dims",
-                    "reasoning_dims", "license", "evidence"}
+REQUIRED_COLUMNS = set(ReleaseRow.columns())
 
 
 def _listed_path_problem(root: Path, rel: str) -> str | None:

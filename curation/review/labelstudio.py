@@ -26,8 +26,7 @@ from curation.errors import InputError, ServiceError
 from curation.params import ReviewParams
 from curation.records import content_hash, read_jsonl, write_text
 from curation.schema import Item
-
-LETTERS = "ABCDEFGH"
+from curation.text import LETTERS
 
 
 def connect(params: ReviewParams) -> Any:

@@ -1,0 +1,31 @@
+"""Text helpers shared across stages: option letters and the normalisers used to compare texts.
+
+Two normalisers, because two comparisons need different things:
+- ``plain`` (letters and digits only, lower case, single spaces): is one text in another whatever the punctuation
+  (near-duplicate shingles, leak and blind-baseline checks, the filter's synonyms, the generator's repeated answers).
+  ``keep="'"`` keeps apostrophes: ``extract_letter`` matches a model's response against each option's text that
+  way, as it always has (its tests and the evaluation's recorded letters depend on it; whether dropping them would
+  change a match was not measured, so that variant stays).
+- ``spaced`` (lower case, single spaces, punctuation kept): is an answer stated verbatim, where "T2*" and "T2" or
+  "CDR 0.5" and "CDR 05" must stay different (the LLM augmentation's checks on rewritten questions and distractors,
+  the evaluation's reference-in-response fallback for open answers without a judge).
+"""
+
+from __future__ import annotations
+
+import re
+
+LETTERS = "ABCDEFGH"
+"""Option letters, in order: option n of an MCQ is LETTERS[n]."""
+
+_NOT_WORD = {"": re.compile(r"[^a-z0-9 ]"), "'": re.compile(r"[^a-z0-9' ]")}
+
+
+def plain(text: str | None, keep: str = "") -> str:
+    """Lower case, every character but a-z, 0-9 (and ``keep``: "" or "'") made a space, spaces collapsed."""
+    return " ".join(_NOT_WORD[keep].sub(" ", (text or "").lower()).split())
+
+
+def spaced(text: str | None) -> str:
+    """Lower case with whitespace collapsed; punctuation kept."""
+    return " ".join((text or "").lower().split())

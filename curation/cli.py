@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -67,39 +69,106 @@ def _done(report: Any) -> None:
     typer.echo(report.summary())
 
 
-@app.command()
-@clean_errors
+def project_root(params: Path) -> Path:
+    """The project a command works on: the folder of its params.yaml (where dvc runs the stages)."""
+    return Path(params).resolve().parent
+
+
+def _secret(params: Path) -> bytes:
+    """The project's secret (``CURATION_SECRET``, else ``<project>/.curation/secret``, made once)."""
+    from curation.records import project_secret
+
+    return project_secret(project_root(params))
+
+
+@dataclass
+class Stage:
+    """What a stage command gets from the options every stage shares: ``--params`` (loaded once, on first use),
+    the project root and secret that follow from it, ``--report``, and ``--workers``/``--scheduler`` where the
+    stage runs in parallel."""
+
+    params_file: Path
+    report: Path | None
+    workers: int = 1
+    scheduler: str | None = None
+
+    @functools.cached_property
+    def params(self) -> Any:
+        from curation.params import load_params
+
+        return load_params(self.params_file)
+
+    @property
+    def root(self) -> Path:
+        return project_root(self.params_file)
+
+    @functools.cached_property
+    def secret(self) -> bytes:
+        return _secret(self.params_file)
+
+
+_SHARED = {
+    "params": (ParamsOpt, Path("params.yaml")),
+    "report": (ReportOpt, None),
+    "workers": (WorkersOpt, 1),
+    "scheduler": (SchedulerOpt, None),
+}
+
+
+def stage_command(group: typer.Typer, name: str | None = None, *, workers: bool = False, scheduler: bool = False,
+                  footer: Callable[[Any], str] | None = None) -> Callable[[F], F]:
+    """Register ``fn(stage: Stage, *own arguments) -> Report`` as a command of ``group``: the shared options
+    (``--params``, ``--report``, and ``--workers``/``--scheduler`` when asked for) are added after its own, library
+    errors become one line, and the returned report's summary (then ``footer(report)``) is printed."""
+
+    def register(fn: F) -> F:
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.name != "stage"]
+        wanted = ["params", "report", *(["workers"] if workers else []), *(["scheduler"] if scheduler else [])]
+        shared = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=_SHARED[k][0],
+                                    default=_SHARED[k][1]) for k in wanted]
+
+        @functools.wraps(fn)
+        def command(*args: Any, params: Path, report: Path | None, workers: int = 1, scheduler: str | None = None,
+                    **kwargs: Any) -> None:
+            result = fn(Stage(params, report, workers, scheduler), *args, **kwargs)
+            _done(result)
+            if footer is not None:
+                typer.echo(footer(result))
+
+        command.__signature__ = sig.replace(parameters=[*own, *shared], return_annotation=None)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in (*own, *shared)}
+        group.command(name)(clean_errors(command))
+        return fn
+
+    return register
+
+
+@stage_command(app, workers=True, scheduler=True)
 def ingest(
+    stage: Stage,
     source: Annotated[str, typer.Argument(help="adni | oasis1 | oasis3 | radiopaedia | case-reports")],
     raw_dir: Annotated[Path, typer.Argument(help="The source's download folder.")],
     out_dir: Annotated[Path, typer.Argument(help="Where cases.jsonl, quarantine.jsonl and files/ go.")],
-    params: ParamsOpt = Path("params.yaml"),
-    report: ReportOpt = None,
-    workers: WorkersOpt = 1,
-    scheduler: SchedulerOpt = None,
-) -> None:
+) -> Any:
     """Turn one source's download tree into Case records (bad inputs are quarantined with a reason)."""
     from curation.ingest import run
 
-    _done(run(_section(params, "ingest"), source, raw_dir, out_dir, workers=workers, scheduler=scheduler,
-              report_path=report))
+    return run(stage.params.ingest, source, raw_dir, out_dir, workers=stage.workers, scheduler=stage.scheduler,
+               report_path=stage.report, secret=stage.secret)
 
 
-@deid_app.command("run")
-@clean_errors
+@stage_command(deid_app, "run", workers=True, scheduler=True)
 def deid_run(
+    stage: Stage,
     in_dir: Annotated[Path, typer.Argument(help="Folder of ingested sources (each with cases.jsonl).")],
     out_dir: Annotated[Path, typer.Argument(help="De-identified cases, files, audit.jsonl, quarantine.jsonl.")],
-    params: ParamsOpt = Path("params.yaml"),
-    report: ReportOpt = None,
-    workers: WorkersOpt = 1,
-    scheduler: SchedulerOpt = None,
-) -> None:
+) -> Any:
     """Pipeline stage: de-identify every ingested case (DICOM, volumes, sidecars, figures, text)."""
     from curation.deid.stage import run
 
-    _done(run(_section(params, "deidentify"), in_dir, out_dir, workers=workers, scheduler=scheduler,
-              report_path=report))
+    return run(stage.params.deidentify, in_dir, out_dir, workers=stage.workers, scheduler=stage.scheduler,
+               report_path=stage.report, secret=stage.secret)
 
 
 @deid_app.command("dicom")
@@ -115,7 +184,7 @@ def deid_dicom(
     from curation.deid.stage import deid_dicom_dir
 
     _done(deid_dicom_dir(_section(params, "deidentify").dicom, in_dir, out_dir, workers=workers,
-                         scheduler=scheduler))
+                         scheduler=scheduler, secret=_secret(params)))
 
 
 @deid_app.command("text")
@@ -128,7 +197,7 @@ def deid_text(
     """Replace PHI in clinical text (names, dates, ids, contacts, addresses, ages over 89)."""
     from curation.deid.stage import deid_text_path
 
-    _done(deid_text_path(_section(params, "deidentify").text, src, out))
+    _done(deid_text_path(_section(params, "deidentify").text, src, out, secret=_secret(params)))
 
 
 @deid_app.command("deface")
@@ -140,7 +209,7 @@ def deid_deface(
                                                     "the volume is refused if any removed voxel lies in it.")] = None,
 ) -> None:
     """Zero the face and ears of a head MRI (registered template face mask); prints the report as JSON."""
-    from curation.deid.deface import deface_file
+    from curation.imaging.deface import deface_file
 
     if not src.is_file():
         _err(f"{src}: no such file")
@@ -166,9 +235,7 @@ def deid_verify(
         if not against.is_dir():
             _err(f"{against}: not a folder")
             raise typer.Exit(3)
-        from curation.records import project_secret
-
-        result = verify_against(directory, against, project_secret())
+        result = verify_against(directory, against, _secret(Path("params.yaml")))  # the project here
         for f in result.findings or []:
             typer.echo(f.line())
         if result.findings:
@@ -241,90 +308,74 @@ def imaging_render(
     typer.echo(f"{out_dir}: {len(res.data['renders'])} renders")
 
 
-@app.command()
-@clean_errors
+@stage_command(app, workers=True, scheduler=True)
 def normalize(
+    stage: Stage,
     in_dir: Annotated[Path, typer.Argument(help="De-identified stage output.")],
     out_dir: Annotated[Path, typer.Argument(help="Canonical NIfTI, renders, qc.jsonl, contact sheet.")],
-    params: ParamsOpt = Path("params.yaml"),
-    report: ReportOpt = None,
-    workers: WorkersOpt = 1,
-    scheduler: SchedulerOpt = None,
-) -> None:
+) -> Any:
     """Canonical RAS+ NIfTI, normalization, deterministic renders and QC for every series and figure."""
     from curation.imaging.normalize import run
 
-    _done(run(_section(params, "normalize"), in_dir, out_dir, workers=workers, scheduler=scheduler,
-              report_path=report))
+    return run(stage.params.normalize, in_dir, out_dir, workers=stage.workers, scheduler=stage.scheduler,
+               report_path=stage.report)
 
 
-@app.command()
-@clean_errors
+@stage_command(app)
 def extract(
+    stage: Stage,
     in_dir: Annotated[Path, typer.Argument(help="Normalized stage output.")],
     out_dir: Annotated[Path, typer.Argument(help="Cases with structured findings.")],
-    params: ParamsOpt = Path("params.yaml"),
-    report: ReportOpt = None,
-) -> None:
+) -> Any:
     """Extract findings (anatomy, laterality, sequence, negation, time) and diagnoses from case text."""
     from curation.nlp.extract import run
 
-    _done(run(_section(params, "extract"), in_dir, out_dir, report_path=report))
+    return run(stage.params.extract, in_dir, out_dir, report_path=stage.report)
 
 
-@app.command()
-@clean_errors
+@stage_command(app)
 def generate(
+    stage: Stage,
     in_dir: Annotated[Path, typer.Argument(help="Extracted cases.")],
     out_dir: Annotated[Path, typer.Argument(help="Draft items.")],
-    params: ParamsOpt = Path("params.yaml"),
-    report: ReportOpt = None,
-) -> None:
+) -> Any:
     """Generate tagged items from the templates, then augment them through the LLM endpoint if one is set."""
     from curation.generate.stage import run
-    from curation.params import load_params
 
-    p = load_params(params)
-    _done(run(p.generate, in_dir, out_dir, report_path=report, llm=p.llm))
+    return run(stage.params.generate, in_dir, out_dir, report_path=stage.report, llm=stage.params.llm)
 
 
-@app.command("filter")
-@clean_errors
+@stage_command(app, "filter")
 def filter_(
+    stage: Stage,
     in_dir: Annotated[Path, typer.Argument(help="Draft items.")],
     out_dir: Annotated[Path, typer.Argument(help="Kept items (with splits) and rejected.jsonl.")],
-    params: ParamsOpt = Path("params.yaml"),
-    report: ReportOpt = None,
     validity: Annotated[Path | None, typer.Option("--validity", help="Also write the validity report (blind and "
                                                   "model baselines per template) here, e.g. reports/validity.json.")
                         ] = None,
     validity_plot: Annotated[Path | None, typer.Option("--validity-plot", help="DVC plot data: blind baseline "
                                                        "accuracy vs chance per template.")] = None,
-) -> None:
+) -> Any:
     """Quality gates (validity, leakage, near-duplicates, LLM verifier, text-only shortcut, model-assisted
     difficulty), template validity (blind baselines, image ablations; shortcut templates blocked), balance report
     and stratified patient-disjoint splits."""
-    from curation.params import load_params
     from curation.quality.filter import run
 
-    p = load_params(params)
-    _done(run(p.filter, in_dir, out_dir, report_path=report, llm=p.llm, validity_path=validity,
-              plot_path=validity_plot))
+    return run(stage.params.filter, in_dir, out_dir, report_path=stage.report, llm=stage.params.llm,
+               validity_path=validity, plot_path=validity_plot)
 
 
-@review_app.command("merge")
-@clean_errors
+@stage_command(review_app, "merge")
 def review_merge(
+    stage: Stage,
     in_dir: Annotated[Path, typer.Argument(help="Kept items.")],
     annotations: Annotated[Path, typer.Argument(help="Pinned Label Studio JSON export.")],
     out_dir: Annotated[Path, typer.Argument(help="Reviewed items.")],
-    params: ParamsOpt = Path("params.yaml"),
-    report: ReportOpt = None,
-) -> None:
+) -> Any:
     """Apply reviewers' verdicts and edits; compute agreement."""
     from curation.review.merge import run
 
-    _done(run(_section(params, "review"), in_dir, annotations, out_dir, report_path=report))
+    return run(stage.params.review, in_dir, annotations, out_dir, report_path=stage.report, secret=stage.secret)
 
 
 @app.command()
@@ -425,7 +476,7 @@ def review_status(
     """Review progress per reviewer and per task type / dimension."""
     from curation.review.labelstudio import status
 
-    st = status(_section(params, "review"))
+    st = status(_section(params, "review"), secret=_secret(params))
     if as_json:
         typer.echo(json.dumps(st, indent=2))
         return
@@ -467,25 +518,21 @@ def review_serve(
         raise ServiceError(str(exc)) from None
 
 
-@release_app.command("build")
-@clean_errors
+@stage_command(release_app, "build", footer=lambda r: f"manifest sha256: {r.metrics['manifest_sha256']}")
 def release_build(
+    stage: Stage,
     in_dir: Annotated[Path, typer.Argument(help="Reviewed items.")],
     releases_dir: Annotated[Path, typer.Argument(help="Folder that holds NAME-VERSION/ releases.")],
-    params: ParamsOpt = Path("params.yaml"),
-    report: ReportOpt = None,
     validity: Annotated[Path | None, typer.Option("--validity", help="The filter stage's validity report, for the "
                                                   "card's validity section.")] = None,
-) -> None:
+) -> Any:
     """Build NAME-VERSION/ (Parquet, images, card, manifest); refuses to overwrite a different version, and refuses
     templates above the validity threshold that were not blocked. Prints the manifest's SHA-256: publish it with
     the release, for `curate release verify --digest`."""
     from curation.release.build import run
 
-    result = run(_section(params, "release"), in_dir, releases_dir, report_path=report, params_file=params,
-                 validity=validity)
-    _done(result)
-    typer.echo(f"manifest sha256: {result.metrics['manifest_sha256']}")
+    return run(stage.params.release, in_dir, releases_dir, report_path=stage.report, params_file=stage.params_file,
+               validity=validity)
 
 
 @release_app.command("verify")
@@ -533,19 +580,15 @@ def _configured_release(params: Path) -> Path:
     return Path("data/releases") / f"{rel.name}-{rel.version}"
 
 
-@release_app.command("rebuild")
-@clean_errors
+@stage_command(release_app, "rebuild", workers=True)
 def release_rebuild(
+    stage: Stage,
     release_dir: Annotated[Path, typer.Argument(help="A release folder with reference-only items.")],
     out: Annotated[Path, typer.Argument(help="Where images/ and rebuild.json go.")],
     raw: Annotated[list[str], typer.Option("--raw", help="SOURCE=PATH of your own copy, e.g. adni=/data/ADNI; "
                                            "repeat per source.")],
-    params: ParamsOpt = Path("params.yaml"),
-    workers: WorkersOpt = 1,
-    report: ReportOpt = None,
-) -> None:
+) -> Any:
     """Rebuild the images of reference-only items from your own copy of ADNI / OASIS (matched by SHA-256)."""
-    from curation.params import load_params
     from curation.release.rebuild import run
 
     sources = {}
@@ -554,7 +597,8 @@ def release_rebuild(
         if not sep or not name or not path:
             raise typer.BadParameter(f"--raw {spec!r}: expected SOURCE=PATH")
         sources[name] = Path(path)
-    _done(run(load_params(params), release_dir, sources, out, workers=workers, report_path=report))
+    return run(stage.params, release_dir, sources, out, workers=stage.workers, report_path=stage.report,
+               secret=stage.secret)
 
 
 @release_app.command("diff")

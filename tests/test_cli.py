@@ -47,3 +47,34 @@ def test_bad_params_is_one_line_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["ingest", "adni", str(tmp_path), str(tmp_path / "o"), "--params", str(bad)])
     assert result.exit_code == 2
     assert result.output.startswith(f"error: {bad}: ingest.max_failure_rate")
+
+
+def test_stage_secret_lives_in_the_project_of_params(tmp_path: Path, monkeypatch: Any) -> None:
+    """Without CURATION_SECRET a stage command keeps the secret under the folder of --params, never the cwd."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "params.yaml").write_text((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    monkeypatch.delenv("CURATION_SECRET", raising=False)
+    monkeypatch.chdir(elsewhere)
+    (elsewhere / "items").mkdir()
+    (elsewhere / "items" / "items.jsonl").write_text("")
+    result = runner.invoke(app, ["review", "merge", "items", "none.json", "out", "--params",
+                                 str(project / "params.yaml")])
+    assert result.exit_code == 0, result.output
+    assert (project / ".curation" / "secret").is_file()
+    assert not (elsewhere / ".curation").exists()
+
+
+def test_stage_commands_share_their_options() -> None:
+    """stage_command adds --params and --report to every stage (and --workers/--scheduler to the parallel ones)."""
+    root = typer.main.get_command(app)
+    for path, extra in ((["ingest"], {"--workers", "--scheduler"}), (["deid", "run"], {"--workers", "--scheduler"}),
+                        (["normalize"], {"--workers", "--scheduler"}), (["extract"], set()), (["generate"], set()),
+                        (["filter"], {"--validity", "--validity-plot"}), (["review", "merge"], set()),
+                        (["release", "build"], {"--validity"}), (["release", "rebuild"], {"--workers", "--raw"})):
+        cmd: Any = root
+        for name in path:
+            cmd = cmd.get_command(None, name)
+        opts = {o for p in cmd.params for o in p.opts if o.startswith("--")}
+        assert opts == {"--params", "--report", *extra}, (path, opts)

@@ -65,11 +65,28 @@ def test_secret_file_created_once_and_never_in_outputs(tmp_path: Path, monkeypat
     from curation import records
 
     monkeypatch.delenv("CURATION_SECRET", raising=False)
-    monkeypatch.chdir(tmp_path)
-    first = records.project_secret()
-    assert records.project_secret() == first
+    monkeypatch.chdir(tmp_path / "..")
+    first = records.project_secret(tmp_path)  # under the project root given, not the working directory
+    assert records.project_secret(tmp_path) == first
     assert (tmp_path / ".curation" / ".gitignore").read_text() == "*\n"
+    assert not (tmp_path.parent / ".curation" / "secret").exists()
     out = tmp_path / "x.jsonl"
-    write_jsonl(out, [{"id": records.pseudonym("adni", "p")}])
+    write_jsonl(out, [{"id": records.pseudonym("adni", "p", secret=first)}])
     assert first.decode() not in out.read_text()
     json.loads(out.read_text())
+
+
+def test_no_secret_file_made_without_a_project_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from curation import records
+    from curation.errors import ParamsError
+
+    monkeypatch.delenv("CURATION_SECRET", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ParamsError, match="no project secret"):
+        records.project_secret()
+    with pytest.raises(ParamsError):
+        records.keyed_hash("reviewer", "x")  # library code reads only the environment
+    assert not (tmp_path / ".curation").exists()
+    monkeypatch.setenv("CURATION_SECRET", "s")
+    assert records.project_secret() == b"s" == records.project_secret(tmp_path)
+    assert not (tmp_path / ".curation").exists()

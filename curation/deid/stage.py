@@ -62,12 +62,14 @@ def _dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> Outc
 
 
 def run(params: DeidentifyParams, src: Path, dst: Path, *, workers: int = 1, scheduler: str | None = None,
-        report_path: Path | None = None) -> Report:
+        report_path: Path | None = None, secret: bytes | None = None) -> Report:
+    """``secret``: the project's key for date shifts, UID remapping and text surrogates (the CLI passes it; None
+    reads ``CURATION_SECRET``)."""
     src, dst = Path(src), Path(dst)
     case_files = sorted(src.glob("*/cases.jsonl")) or sorted(src.glob("cases.jsonl"))
     if not case_files:
         raise InputError("no cases.jsonl under this folder (run the ingest stages first)", src)
-    secret = project_secret()
+    secret = project_secret() if secret is None else secret
     report = Report(stage="deidentify")
     text = TextDeidentifier(params.text, secret)
     audit: list[dict[str, Any]] = []
@@ -177,13 +179,13 @@ def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, sr
 
 # ------------------------------------------------------------------ plain-file commands
 def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: int = 1,
-                   scheduler: str | None = None) -> Report:
+                   scheduler: str | None = None, secret: bytes | None = None) -> Report:
     """Every file under ``src`` -> ``dst`` at the same relative path (UIDs in names remapped), or a quarantine
     entry."""
     src, dst = Path(src), Path(dst)
     if not src.is_dir():
         raise InputError("input folder does not exist", src)
-    secret = project_secret()
+    secret = project_secret() if secret is None else secret
     report = Report(stage="deid dicom")
     files = []
     for p, refused in walk_files(src):  # symlinks out of src and names that are not UTF-8 are listed, never read
@@ -214,12 +216,12 @@ def _plain_dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -
     return deidentify_file(src, dst, params, secret, None, None)
 
 
-def deid_text_path(params: TextDeidParams, src: Path, dst: Path) -> Report:
+def deid_text_path(params: TextDeidParams, src: Path, dst: Path, secret: bytes | None = None) -> Report:
     src, dst = Path(src), Path(dst)
     if not src.exists():
         raise InputError("input does not exist", src)
     report = Report(stage="deid text")
-    tool = TextDeidentifier(params, project_secret())
+    tool = TextDeidentifier(params, project_secret() if secret is None else secret)
     texts = sorted(q for q, bad in walk_files(src) if bad is None and q.suffix == ".txt") if src.is_dir() else []
     pairs = [(src, dst)] if src.is_file() else [(p, dst / p.relative_to(src)) for p in texts]
     for inp, out in pairs:

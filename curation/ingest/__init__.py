@@ -26,8 +26,9 @@ def _registry() -> dict[SourceName, Callable[[IngestContext], Iterable[Case]]]:
 
 
 def run(params: IngestParams, source: str, src: Path, dst: Path, *, workers: int = 1,
-        scheduler: str | None = None, report_path: Path | None = None) -> Report:
-    from curation.records import staged_dir
+        scheduler: str | None = None, report_path: Path | None = None, secret: bytes | None = None) -> Report:
+    """``secret``: the project's key (the CLI passes it; None reads ``CURATION_SECRET``)."""
+    from curation.records import project_secret, staged_dir
 
     try:
         name = SourceName(source)
@@ -39,7 +40,8 @@ def run(params: IngestParams, source: str, src: Path, dst: Path, *, workers: int
     report = Report(stage=f"ingest@{name.value}")
     with staged_dir(dst) as staging:
         ctx = IngestContext(source=name.value, raw=src, staging=staging, final=Path(dst), report=report,
-                            spec=load_spec(name.value), workers=workers, scheduler=scheduler,
+                            spec=load_spec(name.value), secret=project_secret() if secret is None else secret,
+                            workers=workers, scheduler=scheduler,
                             copy_files=params.copy_files, bounds=params.bounds)
         made = _registry()[name](ctx)
         # small sources return lists (sorted by case id); large ones yield cases as they are built (streaming)

@@ -43,6 +43,7 @@ class IngestContext:
     final: Path
     report: Report
     spec: dict[str, Any]
+    secret: bytes = field(repr=False)  # the project's key for pseudonymous case ids; never printed
     workers: int = 1
     scheduler: str | None = None
     copy_files: bool = True
@@ -52,7 +53,7 @@ class IngestContext:
     _flagged: set[Path] = field(default_factory=set, repr=False)
 
     def case_id(self, source_id: str) -> str:
-        cid = pseudonym(self.source, source_id)
+        cid = pseudonym(self.source, source_id, secret=self.secret)
         self.id_map.append({"case_id": cid, "source": self.source, "source_id": source_id})
         return cid
 

@@ -43,7 +43,9 @@ def wanted(release: Path) -> dict[str, list[tuple[str, str, str]]]:
 
 
 def run(params: Params, release: Path, raw: dict[str, Path], out: Path, *, workers: int = 1,
-        report_path: Path | None = None) -> Report:
+        report_path: Path | None = None, secret: bytes | None = None) -> Report:
+    """``secret``: the project key the release was built with (ids, date shifts and UIDs, so the renders match);
+    the CLI passes the project's, None reads ``CURATION_SECRET``."""
     from curation.deid.stage import run as deidentify
     from curation.imaging.normalize import run as normalize
     from curation.ingest import run as ingest
@@ -63,9 +65,10 @@ def run(params: Params, release: Path, raw: dict[str, Path], out: Path, *, worke
         for source in [s for s in sources_needed if s in raw]:
             if not Path(raw[source]).is_dir():
                 raise InputError(f"raw folder for {source} does not exist", raw[source])
-            ingest(params.ingest, source, Path(raw[source]), work / "ingest" / source, workers=workers)
+            ingest(params.ingest, source, Path(raw[source]), work / "ingest" / source, workers=workers,
+                   secret=secret)
         if (work / "ingest").exists():
-            deidentify(params.deidentify, work / "ingest", work / "deid", workers=workers)
+            deidentify(params.deidentify, work / "ingest", work / "deid", workers=workers, secret=secret)
             normalize(params.normalize, work / "deid", work / "normalize", workers=workers)
             for png in sorted((work / "normalize" / "files").rglob("*.png")):
                 digest = sha256_file(png)

@@ -279,9 +279,9 @@ def pull(params: ReviewParams, out: Path, client: Any = None) -> dict[str, int]:
     return dict(counts)
 
 
-def status(params: ReviewParams, client: Any = None) -> dict[str, Any]:
+def status(params: ReviewParams, client: Any = None, secret: bytes | None = None) -> dict[str, Any]:
     """Progress: tasks done, annotations per reviewer, completion per task type and dimension."""
-    from curation.records import keyed_hash
+    from curation.records import keyed_hash, project_secret
 
     client = client or connect(params)
     listed = _call(client, "listing projects", lambda: list(client.projects.list(title=params.project_title)))
@@ -290,6 +290,8 @@ def status(params: ReviewParams, client: Any = None) -> dict[str, Any]:
         raise ServiceError(f"no project titled {params.project_title!r} on the server (run curate review push)")
     tasks = _call(client, "listing tasks", lambda: list(client.tasks.list(project=found[0].id, fields="all")))
     from curation.review.merge import agreement, parse_annotation
+
+    secret = project_secret() if secret is None else secret
 
     per_reviewer: Counter[str] = Counter()
     per_dim_total: Counter[str] = Counter()
@@ -304,7 +306,7 @@ def status(params: ReviewParams, client: Any = None) -> dict[str, Any]:
             if ann.get("was_cancelled"):
                 continue
             try:
-                decisions.setdefault(str(data.get("item_id")), []).append(parse_annotation(ann, data))
+                decisions.setdefault(str(data.get("item_id")), []).append(parse_annotation(ann, data, secret=secret))
             except (ValueError, TypeError, KeyError, ValidationError):
                 malformed += 1
         n_ann = int(t.total_annotations or 0)
@@ -318,7 +320,7 @@ def status(params: ReviewParams, client: Any = None) -> dict[str, Any]:
         done += bool(n_ann)
         for a in t.annotations or []:
             who = a.get("completed_by") if isinstance(a, dict) else getattr(a, "completed_by", None)
-            per_reviewer["rev-" + keyed_hash("reviewer", str(who), length=8)] += 1
+            per_reviewer["rev-" + keyed_hash("reviewer", str(who), secret=secret, length=8)] += 1
     ag = agreement(decisions)
     return {
         "project": found[0].title, "tasks": len(tasks), "reviewed": done, "malformed_annotations": malformed,

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from curation.errors import InputError
 from curation.params import ReviewParams
-from curation.records import keyed_hash, read_json, read_jsonl, staged_dir, write_jsonl
+from curation.records import keyed_hash, project_secret, read_json, read_jsonl, staged_dir, write_jsonl
 from curation.report import Report
 from curation.schema import Item, MarkedEvidence, Review, ReviewDecision
 
@@ -89,8 +89,10 @@ def parse_region(r: dict[str, Any], task_data: dict[str, Any], reviewer: str | N
     return MarkedEvidence(**mark)
 
 
-def parse_annotation(ann: dict[str, Any], task_data: dict[str, Any] | None = None) -> ReviewDecision:
-    """One Label Studio annotation -> a decision; raises ValueError naming what is wrong."""
+def parse_annotation(ann: dict[str, Any], task_data: dict[str, Any] | None = None, *,
+                     secret: bytes | None = None) -> ReviewDecision:
+    """One Label Studio annotation -> a decision; raises ValueError naming what is wrong. ``secret`` keys the
+    reviewer's pseudonym (the project's; None reads ``CURATION_SECRET``)."""
     values: dict[str, Any] = {}
     regions: list[dict[str, Any]] = []
     result = ann.get("result")
@@ -123,7 +125,7 @@ def parse_annotation(ann: dict[str, Any], task_data: dict[str, Any] | None = Non
         reason = "evidence_not_visible"
     if reason is not None and reason not in REJECT_REASONS:
         raise ValueError(f"reject reason {values['reject_reason']!r} is not in the fixed list")
-    reviewer = "rev-" + keyed_hash("reviewer", str(ann.get("completed_by")), length=8)
+    reviewer = "rev-" + keyed_hash("reviewer", str(ann.get("completed_by")), secret=secret, length=8)
     marks = [parse_region(r, task_data or {}, reviewer) for r in regions]
     edits: dict[str, Any] = {}
     for k in TEXT_FIELDS:
@@ -244,8 +246,11 @@ def apply_edits(item: Item, edits: dict[str, Any]) -> str | None:
     return None
 
 
-def run(params: ReviewParams, src: Path, annotations: Path, dst: Path, report_path: Path | None = None) -> Report:
+def run(params: ReviewParams, src: Path, annotations: Path, dst: Path, report_path: Path | None = None,
+        secret: bytes | None = None) -> Report:
+    """``secret``: the project's key for reviewer pseudonyms (the CLI passes it; None reads ``CURATION_SECRET``)."""
     src, dst, annotations = Path(src), Path(dst), Path(annotations)
+    secret = project_secret() if secret is None else secret
     if not (src / "items.jsonl").exists():
         raise InputError("no items.jsonl (run the filter stage first)", src)
     report = Report(stage="review")
@@ -266,7 +271,7 @@ def run(params: ReviewParams, src: Path, annotations: Path, dst: Path, report_pa
             if ann.get("was_cancelled"):
                 continue
             try:
-                d = parse_annotation(ann, task.get("data") or {})
+                d = parse_annotation(ann, task.get("data") or {}, secret=secret)
             except (ValueError, TypeError, KeyError, ValidationError) as exc:
                 report.fail(f"{annotations.name}#task{n + 1}", "annotation_malformed", str(exc))
                 continue

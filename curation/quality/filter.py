@@ -44,6 +44,9 @@ def _article_cue(item: Item) -> bool:
     return agrees(item.answer) and not any(agrees(o) for o in item.options if plain(o) != plain(item.answer))
 
 
+MIN_OPTIONS, MAX_OPTIONS = 3, 8
+
+
 def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
     """Reasons an item is unusable; empty when it passes every gate."""
     reasons = []
@@ -54,7 +57,9 @@ def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
         reasons.append("template_residue")
     if item.format == ItemFormat.mcq:
         distinct = {plain(o) for o in item.options}
-        if len(item.options) < 4 or len(item.options) > 5:
+        # a closed set of three real categories (left/right/bilateral, normal/mild/marked) is not padded with
+        # implausible options; chance is one over the item's own option count
+        if not MIN_OPTIONS <= len(item.options) <= MAX_OPTIONS:
             reasons.append("mcq_option_count")
         if len(distinct) != len(item.options):
             reasons.append("mcq_duplicate_options")

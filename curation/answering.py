@@ -104,7 +104,7 @@ def ask(client: LLMClient, prompt: Prompt, items: list[EvalItem], n: int, temper
         samples[key].response = res.text if res.ok else None
         samples[key].error = None if res.ok else res.error
     # dialogues: the clinician's turns are the user's; the model answers each in turn
-    dialogues = []
+    dialogues: list[dict[str, Any]] = []
     for it in (i for i in items if i.format == "multi_turn"):
         asks = [t["text"] for t in it.turns if t["role"] != "model"]
         if not asks:

@@ -31,7 +31,8 @@ from curation.text import LETTERS, spaced
 def load_release(release: Path, splits: list[str], rebuilt: Path | None = None) -> tuple[list[EvalItem], Counter[str]]:
     """The release's items with pixels; reference-only items get theirs from ``rebuilt`` (the images folder of
     ``curate release rebuild``) when every image is there with the SHA-256 the reference names."""
-    items, skipped = [], Counter()
+    items: list[EvalItem] = []
+    skipped: Counter[str] = Counter()
     for row in read.rows(release, splits):
         images = [img.data for img in row.images if img.data]
         if not images and row.image_refs:

@@ -93,8 +93,8 @@ def test_every_fact_and_image_of_an_item_comes_from_one_visit() -> None:
     items, _ = engine().generate(adni_case())
     got = by_template(items)
     hip = got["hippocampal_atrophy"]
-    # baseline visit: age 69, 6.9 mL -> normal for age; the follow-up's 6.0 mL is not used with the baseline image
-    assert hip.answer == "within the normal range for age" and hip.facts["visit"] == "bl"
+    # baseline visit: age 69, 6.9 mL -> normal volume; the follow-up's 6.0 mL is not used with the baseline image
+    assert hip.answer == "normal volume" and hip.facts["visit"] == "bl"
     assert [e.visit_id for e in hip.evidence] == ["bl"] and hip.evidence[0].target == "hippocampus"
     assert hip.images == ["r/S0/coronal_097.png"] and hip.evidence[0].plane == "coronal"
     stage = got["dementia_stage_multi_source"]
@@ -113,11 +113,11 @@ def test_age_is_taken_at_the_scan() -> None:
 def test_pairs_need_registration_and_the_same_position() -> None:
     got = by_template(engine().generate(adni_case())[0])
     vc = got["ventricular_change"]
-    assert vc.answer == "enlarged" and ReasoningDim.temporal in vc.reasoning_dims
+    assert vc.answer == "increased" and ReasoningDim.temporal in vc.reasoning_dims
     assert [e.visit_id for e in vc.evidence] == ["bl", "m24"]
     assert vc.evidence[0].position_mm == vc.evidence[1].position_mm
     assert "MMSE" not in vc.context and "21" not in vc.context  # no follow-up score to do arithmetic on
-    assert got["diagnostic_conversion"].answer == "progressed to a more severe diagnostic category"
+    assert got["diagnostic_conversion"].answer == "progressed to a more severe stage"
     for case in (adni_case(registered=False), adni_case(same_position=False)):
         got = by_template(engine().generate(case)[0])
         assert "ventricular_change" not in got and "diagnostic_conversion" not in got

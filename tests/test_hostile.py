@@ -313,7 +313,7 @@ def test_nifti_that_expands_to_gibs_is_refused_from_its_header(raw_copy: Path, t
     import resource
 
     from curation.deid.files import clean_volume
-    from curation.imaging.normalize import process_series
+    from curation.imaging.normalize import SeriesTask, process_series
 
     src = raw_copy / "oasis3"
     session = sorted(p for p in src.iterdir() if p.is_dir())[0]
@@ -327,9 +327,8 @@ def test_nifti_that_expands_to_gibs_is_refused_from_its_header(raw_copy: Path, t
     assert len(cases) >= 1 and rep["failures_by_reason"] == {"volume_too_large": 1}
     res = clean_volume(str(bomb), str(tmp_path / "deid" / "x.nii.gz"), DeidentifyParams().bounds.max_volume_bytes)
     assert not res.ok and res.reason == "volume_too_large" and not (tmp_path / "deid").exists()
-    res = process_series({"format": "nifti", "files": [str(bomb)], "params": NormalizeParams(),
-                          "out_dir": str(tmp_path / "n"), "final_dir": str(tmp_path / "n"), "sequence": None})
-    assert res["ok"] is False and res["reason"] == "volume_too_large" and not (tmp_path / "n").exists()
+    res = process_series(SeriesTask("nifti", [str(bomb)], NormalizeParams(), str(tmp_path / "n"), str(tmp_path / "n")))
+    assert not res.ok and res.reason == "volume_too_large" and not (tmp_path / "n").exists()
 
 
 def test_imaging_convert_of_a_gzip_bomb_stops_at_the_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -66,14 +66,14 @@ def test_register_series_lines_up_a_displaced_sequence(tmp_path):
     task = {"params": NormalizeParams(), "fixed": str(fixed_p), "moving": str(moving_p),
             "out_dir": str(moving_p.parent), "final_dir": str(moving_p.parent), "reference": "T1"}
     res = register_series(task)
-    assert res["ok"], res
+    assert res.ok, res
     out = np.asarray(nib.load(str(moving_p)).dataobj)
     thr = 0.8 * 8 * CONTRAST["FLAIR"]["lesion"]  # the lesion is the brightest thing on FLAIR (scalp is 95)
     before = np.array(np.nonzero(moved > thr)).mean(axis=1)
     after = np.array(np.nonzero(out > thr)).mean(axis=1)
     truth = np.array(np.nonzero(flair > thr)).mean(axis=1)
     assert np.linalg.norm(before - truth) > 6 and np.linalg.norm(after - truth) < 1.5, (before, after, truth)
-    assert res["step"]["name"] == "register_rigid" and res["renders"]
+    assert res.data["step"].name == "register_rigid" and res.data["renders"]
     # deterministic: the same inputs give byte-identical renders
     first = {p.name: p.read_bytes() for p in moving_p.parent.glob("*.png")}
     nib.save(nib.Nifti1Image(moved, aff), str(moving_p))
@@ -96,3 +96,38 @@ def test_normalize_stage_registers_each_visit_to_its_t1(pipeline, tmp_path, monk
     for s in expected:
         assert s.provenance[-1].name == "register_rigid" and s.qc["registered_to"]
         assert all(Path(r.path).exists() for r in s.renders)
+
+
+def test_process_series_sets_the_thread_count_and_restores_it(tmp_path):
+    """A task's SimpleITK thread count holds while its steps run and is put back after (process-wide state)."""
+    import SimpleITK as sitk
+
+    from curation.demo.phantom import head
+    from curation.imaging import normalize
+    from curation.params import NormalizeParams
+
+    path = tmp_path / "t1.nii.gz"
+    nib.save(nib.Nifti1Image(head("T1w", seed=4).astype(np.float32), np.eye(4)), str(path))
+    before = sitk.ProcessObject.GetGlobalDefaultNumberOfThreads()
+    seen = []
+
+    def spy(img, ctx):
+        seen.append(sitk.ProcessObject.GetGlobalDefaultNumberOfThreads())
+        return img, None
+
+    task = normalize.SeriesTask("nifti", [str(path)], NormalizeParams(deface=False, key_slices=False),
+                                str(tmp_path / "out"), str(tmp_path / "out"), "T1w", threads=before + 1)
+    original = normalize.STEPS
+    normalize.STEPS = (*original[:3], spy, *original[3:])
+    try:
+        res = normalize.process_series(task)
+    finally:
+        normalize.STEPS = original
+    assert res.ok, res
+    assert seen == [before + 1] and sitk.ProcessObject.GetGlobalDefaultNumberOfThreads() == before
+    assert [st.name for st in res.data["steps"]][0] == "to_canonical_ras"
+    # a refusing step answers with its outcome, and the count is restored all the same
+    bad = normalize.process_series(normalize.SeriesTask("nifti", [str(tmp_path / "none.nii.gz")], task.params,
+                                                        task.out_dir, task.final_dir, threads=before + 1))
+    assert not bad.ok and bad.reason == "convert_failed"
+    assert sitk.ProcessObject.GetGlobalDefaultNumberOfThreads() == before

@@ -148,7 +148,7 @@ def test_plane_qc_rules() -> None:
 
 def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
     """35 sagittal slices 4.8 mm apart: no axial or coronal reformat, no montage, reasons recorded."""
-    from curation.imaging.normalize import process_series
+    from curation.imaging.normalize import SeriesTask, process_series
 
     vol = phantom.head("FLAIR", seed=3)
     xs = np.round(np.linspace(10, phantom.SHAPE[0] - 11, 35)).astype(int)
@@ -161,18 +161,19 @@ def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
     nib.save(nib.Nifti1Image(thick, aff), str(path))
     p = NormalizeParams(deface=False)
     out = tmp_path / "out"
-    res = process_series({"format": "nifti", "files": [str(path)], "params": p, "out_dir": str(out),
-                          "final_dir": str(out), "sequence": "FLAIR"})
-    assert res["ok"], res
-    assert {r["plane"] for r in res["renders"]} == {"sagittal"}, [r["path"] for r in res["renders"]]
-    assert res["qc"]["planes_refused"] == ["axial", "coronal"]
-    assert res["qc"]["source_sampling_mm"][0] == 4.8
+    res = process_series(SeriesTask("nifti", [str(path)], p, str(out), str(out), "FLAIR"))
+    assert res.ok, res
+    assert {r["plane"] for r in res.data["renders"]} == {"sagittal"}, [r["path"] for r in res.data["renders"]]
+    assert res.data["qc"]["planes_refused"] == ["axial", "coronal"]
+    assert res.data["qc"]["source_sampling_mm"][0] == 4.8
+    assert [st.name for st in res.data["steps"]] == ["to_canonical_ras", "resample", "percentile_rescale",
+                                                     "locate_targets", "render"]
     assert all(not Path(out, n).exists() for n in ("montage_axial.png",))
 
 
 def test_no_brain_no_anatomy_renders(tmp_path: Path) -> None:
     """A uniform cylinder (a QA phantom): the template fit is refused, so nothing claims to show a hippocampus."""
-    from curation.imaging.normalize import process_series
+    from curation.imaging.normalize import SeriesTask, process_series
 
     g = np.indices((100, 120, 110)).astype(np.float32)
     cyl = ((g[0] - 50) ** 2 + (g[1] - 60) ** 2 < 40**2) & (g[2] > 10) & (g[2] < 100)
@@ -180,27 +181,26 @@ def test_no_brain_no_anatomy_renders(tmp_path: Path) -> None:
     path = tmp_path / "cyl.nii.gz"
     nib.save(nib.Nifti1Image(np.abs(data).astype(np.float32), np.diag([1.5, 1.5, 1.5, 1.0])), str(path))
     out = tmp_path / "out"
-    res = process_series({"format": "nifti", "files": [str(path)], "params": NormalizeParams(deface=False),
-                          "out_dir": str(out), "final_dir": str(out), "sequence": "T1w"})
-    assert res["ok"], res
-    assert not [r for r in res["renders"] if r["role"] == "target"]
-    assert res["qc"]["anatomy"]["fit"] == "refused" and "no brain anatomy" in res["qc"]["anatomy"]["fit_reason"]
+    res = process_series(SeriesTask("nifti", [str(path)], NormalizeParams(deface=False), str(out), str(out), "T1w"))
+    assert res.ok, res
+    assert not [r for r in res.data["renders"] if r["role"] == "target"]
+    anatomy = res.data["qc"]["anatomy"]
+    assert anatomy["fit"] == "refused" and "no brain anatomy" in anatomy["fit_reason"]
 
 
 @pytest.mark.skipif(not MPRAGE.is_dir(), reason="../shared/fixtures/dicom-real absent")
 def test_real_siemens_mprage(tmp_path: Path) -> None:
     """The dcm_qa XA30 'T1w MPRAGE' (2 mm isotropic, sagittal): 2 mm between samples everywhere, so only its
     native sagittal plane is rendered; and it is a uniform QA bottle, not a head, so no anatomy target is claimed."""
-    from curation.imaging.normalize import process_series
+    from curation.imaging.normalize import SeriesTask, process_series
 
     files = sorted(str(f) for f in MPRAGE.glob("*.dcm"))
     out = tmp_path / "out"
-    res = process_series({"format": "dicom", "files": files, "params": NormalizeParams(deface=False),
-                          "out_dir": str(out), "final_dir": str(out), "sequence": "T1w"})
-    assert res["ok"], res
-    assert res["qc"]["planes_refused"] == ["axial", "coronal"]
-    assert {r["plane"] for r in res["renders"]} == {"sagittal"}
-    assert res["qc"]["anatomy"]["fit"] == "refused"
+    res = process_series(SeriesTask("dicom", files, NormalizeParams(deface=False), str(out), str(out), "T1w"))
+    assert res.ok, res
+    assert res.data["qc"]["planes_refused"] == ["axial", "coronal"]
+    assert {r["plane"] for r in res.data["renders"]} == {"sagittal"}
+    assert res.data["qc"]["anatomy"]["fit"] == "refused"
 
 
 @pytest.mark.parametrize("sequence", ["FLAIR", "DWI", "SWI", "T2w", "T1w"])

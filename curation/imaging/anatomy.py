@@ -21,6 +21,8 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from curation.imaging.sitk import array_to_sitk, coarse_copy, register_affine
+
 VERSION = "1"
 LANDMARKS = Path(__file__).with_name("landmarks.yaml")
 Tissue = Literal["gm", "wm", "csf", "brain"]
@@ -239,33 +241,10 @@ class Fit:
         return (inv[:3, :3] @ pts.T).T + inv[:3, 3]
 
 
-def _sitk(data: np.ndarray, affine: np.ndarray) -> Any:
-    import nibabel as nib
-
-    from curation.imaging.normalize import _to_sitk
-
-    return _to_sitk(nib.Nifti1Image(np.asarray(data, np.float32), affine))
-
-
-def _coarse(image: Any, spacing: float) -> Any:
-    from curation.deid.deface import WORK_SPACING, _work_copy
-
-    if spacing == WORK_SPACING:
-        return _work_copy(image)
-    import SimpleITK as sitk
-
-    sp, size = np.asarray(image.GetSpacing()), np.asarray(image.GetSize())
-    new_size = [max(8, int(v)) for v in np.ceil(size * sp / spacing)]
-    small = sitk.Resample(image, new_size, sitk.Transform(), sitk.sitkLinear, image.GetOrigin(), [spacing] * 3,
-                          image.GetDirection(), 0.0, sitk.sitkFloat32)
-    hi = float(np.percentile(sitk.GetArrayViewFromImage(small), 99.5)) or 1.0
-    return sitk.Clamp(small * (1000.0 / hi), sitk.sitkFloat32, 0.0, 1000.0)
-
-
 @functools.lru_cache(maxsize=2)
 def _template_image(spacing: float) -> Any:
     maps = template_maps(spacing)
-    return _sitk(template_head(spacing), maps.affine)
+    return array_to_sitk(template_head(spacing), maps.affine)
 
 
 REG_SPACING = 4.0  # mm: the template and the series are registered on copies at this spacing
@@ -273,11 +252,9 @@ REG_SPACING = 4.0  # mm: the template and the series are registered on copies at
 
 def fit_template(data: np.ndarray, affine: np.ndarray) -> Fit:
     """Affine fit of the template head to a series (``data`` [x, y, z] with its RAS ``affine``)."""
-    from curation.deid.deface import _register
-
-    fixed = _coarse(_sitk(data, affine), REG_SPACING)
-    moving = _coarse(_template_image(2.0), REG_SPACING)
-    tx, metric = _register(fixed, moving)  # maps series (LPS) points to template (LPS) points
+    fixed = coarse_copy(array_to_sitk(data, affine), REG_SPACING)
+    moving = coarse_copy(_template_image(2.0), REG_SPACING)
+    tx, metric = register_affine(fixed, moving)  # maps series (LPS) points to template (LPS) points
     m = np.eye(4)
     m[:3, :3] = np.asarray(tx.GetMatrix()).reshape(3, 3)
     centre = np.asarray(tx.GetCenter())

@@ -8,29 +8,11 @@ from typing import Any
 import nibabel as nib
 import numpy as np
 
-from curation.ingest.volumes import VolumeTooLarge, check_volume_header
+from curation.imaging.io import VolumeTooLarge, check_volume_header, is_dicom, save_nifti
+
+__all__ = ["save_nifti"]  # re-exported: `curate imaging convert` writes through it
 
 LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
-
-
-def save_nifti(img: Any, path: str | Path) -> None:
-    """Write a single-file NIfTI atomically. ``.nii.gz`` is compressed with ISA-L (the gzip format at level 1, about
-    8x faster than zlib's level 1 for the same size) and a zero timestamp, so equal volumes give equal bytes."""
-    path = Path(path)
-    if not isinstance(img, nib.Nifti1Image | nib.Nifti2Image):
-        img = nib.Nifti1Image(np.asanyarray(img.dataobj), img.affine)
-    raw = img.to_bytes()
-    if path.name.endswith(".gz"):
-        from isal import igzip
-
-        raw = igzip.compress(raw, compresslevel=1, mtime=0)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_bytes(raw)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def load_dicom_series(files: list[str], max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
@@ -167,13 +149,13 @@ def convert_path(src: Path, max_bytes: int | None = None) -> tuple[nib.Nifti1Ima
     if src.is_file() and src.suffix == ".gz" and not src.name.endswith(".nii.gz"):
         return _convert_gz(src, max_bytes)
     if src.is_dir():
-        files = sorted(str(p) for p in src.iterdir() if p.is_file() and _is_dicom(p))
+        files = sorted(str(p) for p in src.iterdir() if p.is_file() and is_dicom(p))
         if not files:
             raise ValueError("folder holds no DICOM files")
         return load_volume("dicom", files, max_bytes)
     if src.name.endswith((".nii", ".nii.gz", ".hdr")):
         return load_volume("nifti", [str(src)], max_bytes)
-    if _is_dicom(src):
+    if is_dicom(src):
         return load_volume("dicom", [str(src)], max_bytes)
     raise ValueError("not a DICOM, Analyze or NIfTI file")
 
@@ -208,9 +190,3 @@ def _copy_capped(fin: Any, fout: Any, max_bytes: int | None, name: str) -> None:
             raise VolumeTooLarge(f"{name} decompresses to more than {cap} bytes (bounds.max_volume_bytes "
                                  f"{max_bytes}); abandoned")
         fout.write(chunk)
-
-
-def _is_dicom(p: Path) -> bool:
-    with p.open("rb") as fh:
-        head = fh.read(132)
-    return head[128:132] == b"DICM"

@@ -4,111 +4,230 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from curation.errors import InputError
-from curation.ingest.base import relpath
+from curation.imaging.io import VolumeTooLarge, save_nifti
+from curation.imaging.sitk import from_sitk, ras_matrix, register_rigid, threads, to_sitk
 from curation.parallel import pmap
 from curation.params import NormalizeParams
 from curation.paths import OUTSIDE_INPUT, readable, safe_name
 from curation.paths import input_rel as _in_rel
-from curation.records import read_jsonl, staged_dir, write_jsonl, write_text
-from curation.report import Report
+from curation.records import read_jsonl, relpath, staged_dir, write_jsonl, write_text
+from curation.report import Outcome, Report
 from curation.schema import Case, Render, Step
 
 VERSION = "1"
 
 
-def process_series(task: dict[str, Any]) -> dict[str, Any]:
-    """Pure function of one series: everything it writes lies under ``task['out_dir']``. Whatever one bad volume
-    raises becomes its quarantine reason; it never stops the stage."""
+@dataclass(frozen=True)
+class SeriesTask:
+    """One series to normalize: its files, where its outputs are staged (``out_dir``) and where they will lie once
+    the stage commits (``final_dir``, the paths written into the records). Plain data, so it pickles to workers."""
+
+    format: str
+    files: list[str]
+    params: NormalizeParams
+    out_dir: str
+    final_dir: str
+    sequence: str | None = None
+    threads: int | None = None  # SimpleITK's thread count while this task runs (None: as it is)
+
+    @classmethod
+    def of(cls, task: SeriesTask | Mapping[str, Any]) -> SeriesTask:
+        """A task from a mapping with the same keys (``curate imaging render`` builds one)."""
+        if isinstance(task, SeriesTask):
+            return task
+        return cls(**{f.name: task[f.name] for f in fields(cls) if f.name in task})
+
+    @property
+    def inputs(self) -> list[str]:
+        return list(self.files)
+
+
+@dataclass
+class SeriesContext:
+    """What the steps of one series hand on besides the image: what conversion read, the acquisition's sampling
+    and what the later steps made (renders, QC)."""
+
+    task: SeriesTask
+    info: dict[str, Any] = field(default_factory=dict)
+    src_affine: Any = None  # the acquisition's sampling, before any resampling
+    defaced: bool = False
+    fg: Any = None  # foreground mask of the volume before intensity normalization
+    spacing: tuple[float, ...] = ()
+    sidecar: dict[str, Any] = field(default_factory=dict)
+    sampling: tuple[float, ...] = ()
+    refused: dict[str, str] = field(default_factory=dict)
+    located: dict[str, Any] = field(default_factory=lambda: {"targets": [], "anatomy": {}})
+    renders: list[dict[str, Any]] = field(default_factory=list)
+    qc: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def params(self) -> NormalizeParams:
+        return self.task.params
+
+
+class Refused(Exception):
+    """A step that will not go on with this series; its outcome is the quarantine reason."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.detail)
+        self.outcome = outcome
+
+
+def _step(name: str, version: str = VERSION, /, **args: Any) -> Step:
+    return Step(name=name, args=args, version=version)
+
+
+# ------------------------------------------------------------------ the steps of one series, in order
+# Each is ``(image, ctx) -> (image, Step | None)``: the nibabel image it hands on and what it records into the
+# series' provenance (None: it did not apply, or it only writes). A step that refuses the series raises Refused.
+def to_canonical(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    """Read the series (DICOM, Analyze, NIfTI) as one canonical RAS+ volume; refuse an empty or blank one."""
+    from curation.imaging.convert import load_volume
+
+    t = ctx.task
     try:
-        return _process_series(task)
-    except Exception as exc:  # ITK, nibabel and numpy raise many types on odd volumes
-        return {"ok": False, "reason": "normalize_failed", "detail": f"{type(exc).__name__}: {exc}"}
-
-
-def _process_series(task: dict[str, Any]) -> dict[str, Any]:
-    import nibabel as nib
-
-    from curation.imaging.convert import load_volume, save_nifti
-    from curation.ingest.volumes import VolumeTooLarge
-
-    p: NormalizeParams = task["params"]
-    if task.get("threads"):
-        import SimpleITK as sitk
-
-        sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(int(task["threads"]))
-    out_dir = Path(task["out_dir"])
-    final_dir = Path(task["final_dir"])
-    steps: list[dict[str, Any]] = []
-    try:
-        img, info = load_volume(task["format"], task["files"], p.bounds.max_volume_bytes)
+        img, ctx.info = load_volume(t.format, t.files, ctx.params.bounds.max_volume_bytes)
     except VolumeTooLarge as exc:
-        return {"ok": False, "reason": "volume_too_large", "detail": str(exc)}
+        raise Refused(Outcome.failure("volume_too_large", str(exc))) from exc
     except Exception as exc:
-        return {"ok": False, "reason": "convert_failed", "detail": f"{type(exc).__name__}: {exc}"}
+        raise Refused(Outcome.failure("convert_failed", f"{type(exc).__name__}: {exc}")) from exc
     blank = _blank(img)
     if blank:
-        return {"ok": False, "reason": "volume_blank", "detail": blank}
-    steps.append({"name": "to_canonical_ras", "args": {"format": task["format"]}, "version": VERSION})
-    src_affine = np.asarray(img.affine, dtype=np.float64)  # the acquisition's sampling, before any resampling
-    defaced = None
-    if p.deface and (p.deface_sequences is None or task.get("sequence") in p.deface_sequences):
-        from curation.deid.deface import VERSION as DEFACE_VERSION
-        from curation.deid.deface import DefaceError, deface_image
+        raise Refused(Outcome.failure("volume_blank", blank))
+    ctx.src_affine = np.asarray(img.affine, dtype=np.float64)
+    return img, _step("to_canonical_ras", format=t.format)
 
-        try:
-            img, defaced = deface_image(img)
-        except DefaceError as exc:  # a face that cannot be removed safely is never rendered
-            return {"ok": False, "reason": "deface_refused", "detail": str(exc)}
-        steps.append({"name": "deface", "args": {k: v for k, v in defaced.items() if k != "version"},
-                      "version": DEFACE_VERSION})
-    if p.bias_correction:
-        img = _n4(img)
-        steps.append({"name": "n4_bias_correction", "args": {"shrink": 2, "iterations": [20, 20]}, "version": VERSION})
-    if p.target_spacing:
-        img = _resample(img, tuple(float(v) for v in p.target_spacing))
-        steps.append({"name": "resample", "args": {"spacing": list(p.target_spacing), "order": 1}, "version": VERSION})
+
+def deface(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    """Zero face and ears (curation.imaging.deface) of the sequences ``deface_sequences`` names (None: all)."""
+    p = ctx.params
+    if not p.deface or (p.deface_sequences is not None and ctx.task.sequence not in p.deface_sequences):
+        return img, None
+    from curation.imaging.deface import VERSION as DEFACE_VERSION
+    from curation.imaging.deface import DefaceError, deface_image
+
+    try:
+        img, summary = deface_image(img)
+    except DefaceError as exc:  # a face that cannot be removed safely is never rendered
+        raise Refused(Outcome.failure("deface_refused", str(exc))) from exc
+    ctx.defaced = True
+    return img, _step("deface", DEFACE_VERSION, **{k: v for k, v in summary.items() if k != "version"})
+
+
+def n4_bias_correction(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    if not ctx.params.bias_correction:
+        return img, None
+    return _n4(img), _step("n4_bias_correction", shrink=2, iterations=[20, 20])
+
+
+def resample(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    spacing = ctx.params.target_spacing
+    if not spacing:
+        return img, None
+    return _resample(img, tuple(float(v) for v in spacing)), _step("resample", spacing=list(spacing), order=1)
+
+
+def intensity(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    """Percentile rescale to [0, 1] or foreground z-score; the foreground (above the mean) is taken before it."""
+    import nibabel as nib
+
+    p = ctx.params
     data = np.asarray(img.dataobj, dtype=np.float32)
     lo, hi = np.percentile(data, p.percentiles)
-    fg_thresh = float(data.mean())
-    fg = data > fg_thresh
+    fg = ctx.fg = data > float(data.mean())
+    record = None
     if p.intensity == "percentile":
         data = np.clip((data - lo) / max(hi - lo, 1e-6), 0, 1).astype(np.float32)
-        steps.append({"name": "percentile_rescale", "args": {"percentiles": list(p.percentiles)}, "version": VERSION})
+        record = _step("percentile_rescale", percentiles=list(p.percentiles))
     elif p.intensity == "zscore" and fg.any():
         data = ((data - data[fg].mean()) / max(float(data[fg].std()), 1e-6)).astype(np.float32)
-        steps.append({"name": "zscore_foreground", "args": {}, "version": VERSION})
+        record = _step("zscore_foreground")
     out = nib.Nifti1Image(data, img.affine)
     out.header.set_xyzt_units("mm")
-    save_nifti(out, out_dir / "volume.nii.gz")
-    spacing = tuple(round(float(z), 4) for z in out.header.get_zooms()[:3])
-    sidecar = dict(info.get("sidecar") or {})
-    sidecar.update({"Sequence": task.get("sequence"), "Orientation": "RAS", "Spacing": list(spacing),
-                    "Defaced": defaced is not None})
-    write_text(out_dir / "volume.json", json.dumps(sidecar, indent=2, sort_keys=True) + "\n")
+    return out, record
 
+
+def save(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    """Write the normalized volume and its sidecar (acquisition metadata, sequence, orientation, spacing)."""
+    out_dir = Path(ctx.task.out_dir)
+    save_nifti(img, out_dir / "volume.nii.gz")
+    ctx.spacing = tuple(round(float(z), 4) for z in img.header.get_zooms()[:3])
+    ctx.sidecar = dict(ctx.info.get("sidecar") or {})
+    ctx.sidecar.update({"Sequence": ctx.task.sequence, "Orientation": "RAS", "Spacing": list(ctx.spacing),
+                        "Defaced": ctx.defaced})
+    write_text(out_dir / "volume.json", json.dumps(ctx.sidecar, indent=2, sort_keys=True) + "\n")
+    return img, None
+
+
+def locate_targets(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    """The planes the acquisition's sampling cannot show, and the target slices (anatomy, lesions) to render."""
     from curation.imaging.targets import locate, refused_planes, sampling_mm
 
-    sampling = sampling_mm(src_affine)
-    refused = refused_planes(sampling, p.max_reformat_spacing_mm)
-    located = locate(data, out.affine, task.get("sequence"), p) if p.key_slices else {"targets": [], "anatomy": {}}
-    if p.key_slices:
-        steps.append({"name": "locate_targets", "args": {k: v for k, v in located["anatomy"].items()},
-                      "version": VERSION})
-    renders = render_volume(data, fg, spacing, p, out_dir, final_dir, targets=located["targets"], refused=refused)
-    steps.append({"name": "render", "args": {"size": p.render_size, "window_percentiles": [1.0, 99.5]},
-                  "version": VERSION})
-    qc = _qc(data, fg, spacing, info)
-    qc.update({"source_sampling_mm": list(sampling), "planes_refused": sorted(refused),
-               "planes_refused_reason": refused, "anatomy": located["anatomy"], "targets": located["targets"]})
-    return {"ok": True, "nifti": relpath(final_dir / "volume.nii.gz"), "spacing": spacing,
-            "shape": tuple(int(s) for s in data.shape), "orientation": "RAS", "renders": renders, "qc": qc,
-            "steps": steps, "sidecar": sidecar}
+    p = ctx.params
+    ctx.sampling = sampling_mm(ctx.src_affine)
+    ctx.refused = refused_planes(ctx.sampling, p.max_reformat_spacing_mm)
+    if not p.key_slices:
+        return img, None
+    ctx.located = locate(_data(img), img.affine, ctx.task.sequence, p)
+    return img, _step("locate_targets", **dict(ctx.located["anatomy"].items()))
+
+
+def render(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    t, p = ctx.task, ctx.params
+    ctx.renders = render_volume(_data(img), ctx.fg, ctx.spacing, p, Path(t.out_dir), Path(t.final_dir),
+                                targets=ctx.located["targets"], refused=ctx.refused)
+    return img, _step("render", size=p.render_size, window_percentiles=[1.0, 99.5])
+
+
+def qc(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    ctx.qc = _qc(_data(img), ctx.fg, ctx.spacing, ctx.info)
+    ctx.qc.update({"source_sampling_mm": list(ctx.sampling), "planes_refused": sorted(ctx.refused),
+                   "planes_refused_reason": ctx.refused, "anatomy": ctx.located["anatomy"],
+                   "targets": ctx.located["targets"]})
+    return img, None
+
+
+SeriesStepFn = Callable[[Any, SeriesContext], tuple[Any, "Step | None"]]
+STEPS: tuple[SeriesStepFn, ...] = (to_canonical, deface, n4_bias_correction, resample, intensity, save,
+                                   locate_targets, render, qc)
+
+
+def _data(img: Any) -> np.ndarray:
+    return np.asarray(img.dataobj, dtype=np.float32)
+
+
+def process_series(task: SeriesTask | Mapping[str, Any]) -> Outcome:
+    """Pure function of one series: everything it writes lies under ``task.out_dir``. Whatever one bad volume
+    raises becomes its quarantine reason; it never stops the stage."""
+    try:
+        return _process_series(SeriesTask.of(task))
+    except Refused as exc:
+        return exc.outcome
+    except Exception as exc:  # ITK, nibabel and numpy raise many types on odd volumes
+        return Outcome.failure("normalize_failed", f"{type(exc).__name__}: {exc}")
+
+
+def _process_series(task: SeriesTask) -> Outcome:
+    """The STEPS in order, SimpleITK's thread count set for them and restored after."""
+    ctx = SeriesContext(task)
+    img: Any = None
+    steps: list[Step] = []
+    with threads(task.threads):
+        for fn in STEPS:
+            img, record = fn(img, ctx)
+            if record is not None:
+                steps.append(record)
+    return Outcome.success(nifti=relpath(Path(task.final_dir) / "volume.nii.gz"), spacing=ctx.spacing,
+                           shape=tuple(int(s) for s in img.shape), orientation="RAS", renders=ctx.renders,
+                           qc=ctx.qc, steps=steps, sidecar=ctx.sidecar)
 
 
 def _blank(img: Any) -> str | None:
@@ -194,22 +313,20 @@ def _render_montage(data: np.ndarray, idxs: list[int], wlo: float, whi: float, s
     return {"plane": "montage", "slice_index": None, "path": relpath(final_dir / name), **meta}
 
 
-def register_series(task: dict[str, Any]) -> dict[str, Any]:
+def register_series(task: Mapping[str, Any]) -> Outcome:
     """Rigid registration of a normalized series to its visit's T1w (Mattes MI), resampled onto the T1w grid,
     then rendered again. Single-threaded with regular sampling, so the result is the same on every run."""
     import nibabel as nib
-
-    from curation.imaging.convert import save_nifti
 
     p: NormalizeParams = task["params"]
     out_dir, final_dir = Path(task["out_dir"]), Path(task["final_dir"])
     try:
         fixed_img, moving_img = nib.load(task["fixed"]), nib.load(task["moving"])
-        tx, metric, out = _rigid(_to_sitk(fixed_img), _to_sitk(moving_img), REGISTER_SPACING)
+        tx, metric, out = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), REGISTER_SPACING)
     except Exception as exc:
-        return {"ok": False, "reason": "registration_failed", "detail": f"{type(exc).__name__}: {exc}"}
+        return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}")
     spacing = tuple(round(float(z), 4) for z in fixed_img.header.get_zooms()[:3])
-    img = _from_sitk(out, fixed_img.affine, spacing)
+    img = from_sitk(out, fixed_img.affine, spacing)
     data = np.asarray(img.dataobj, dtype=np.float32)
     save_nifti(img, out_dir / "volume.nii.gz")
     for old in out_dir.glob("*.png"):
@@ -221,134 +338,61 @@ def register_series(task: dict[str, Any]) -> dict[str, Any]:
     refused = task.get("refused") or {}
     renders = render_volume(data, fg, spacing, p, out_dir, final_dir, targets=located["targets"], refused=refused)
     params = [round(float(v), 4) for v in tx.GetParameters()] if hasattr(tx, "GetParameters") else []
-    step = {"name": "register_rigid", "args": {"reference": task["reference"], "metric": "MattesMI",
-                                               "final_metric": round(metric, 4), "transform": params},
-            "version": VERSION}
-    return {"ok": True, "renders": renders, "spacing": spacing, "shape": tuple(int(v) for v in data.shape),
-            "step": step, "qc": {**_qc(data, fg, spacing, {}), "planes_refused": sorted(refused),
-                                 "planes_refused_reason": refused, "anatomy": located["anatomy"],
-                                 "targets": located["targets"]}}
+    step = _step("register_rigid", reference=task["reference"], metric="MattesMI", final_metric=round(metric, 4),
+                 transform=params)
+    return Outcome.success(renders=renders, spacing=spacing, shape=tuple(int(v) for v in data.shape), step=step,
+                           qc={**_qc(data, fg, spacing, {}), "planes_refused": sorted(refused),
+                               "planes_refused_reason": refused, "anatomy": located["anatomy"],
+                               "targets": located["targets"]})
 
 
 REGISTER_SPACING = 2.0  # mm: within-visit registrations run on copies at this spacing
-
-
-def _rigid(fixed: Any, moving: Any, spacing: float) -> tuple[Any, float, Any]:
-    """Rigid transform (fixed points -> moving points; Mattes MI on copies at ``spacing`` mm, coarse to fine),
-    its final metric, and ``moving`` resampled onto ``fixed``. Single-threaded with regular sampling, so the
-    result is the same on every run."""
-    import SimpleITK as sitk
-
-    from curation.imaging.anatomy import _coarse
-
-    threads = sitk.ProcessObject.GetGlobalDefaultNumberOfThreads()
-    sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(1)
-    try:
-        cf, cm = _coarse(fixed, spacing), _coarse(moving, spacing)
-        init = sitk.CenteredTransformInitializer(cf, cm, sitk.Euler3DTransform(),
-                                                 sitk.CenteredTransformInitializerFilter.MOMENTS)
-        reg = sitk.ImageRegistrationMethod()
-        reg.SetMetricAsMattesMutualInformation(numberOfHistogramBins=32)
-        reg.SetMetricSamplingStrategy(reg.REGULAR)
-        reg.SetMetricSamplingPercentage(0.5, seed=1)
-        reg.SetInterpolator(sitk.sitkLinear)
-        reg.SetOptimizerAsRegularStepGradientDescent(learningRate=1.0, minStep=1e-4, numberOfIterations=200,
-                                                     relaxationFactor=0.6)
-        reg.SetOptimizerScalesFromPhysicalShift()
-        reg.SetShrinkFactorsPerLevel([2, 1])
-        reg.SetSmoothingSigmasPerLevel([1.0, 0.0])
-        reg.SmoothingSigmasAreSpecifiedInPhysicalUnitsOn()
-        reg.SetInitialTransform(init, inPlace=False)
-        tx = reg.Execute(cf, cm)
-        metric = float(reg.GetMetricValue())
-        out = sitk.Resample(moving, fixed, tx, sitk.sitkLinear, 0.0, sitk.sitkFloat32)
-    finally:
-        sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(threads)
-    return tx, metric, out
-
-
 PAIR_SPACING = 3.0  # mm: longitudinal registrations run on copies at this spacing, then resample the 1 mm volume
 
 
-def pair_series(task: dict[str, Any]) -> dict[str, Any]:
+def pair_series(task: Mapping[str, Any]) -> Outcome:
     """A follow-up T1w registered (rigid, Mattes MI on 3 mm copies) to the baseline T1w and rendered at the
     baseline's target slices (same grid, so the same position in mm) with the baseline's window."""
     import nibabel as nib
 
-
     p: NormalizeParams = task["params"]
     try:
         fixed_img, moving_img = nib.load(task["fixed"]), nib.load(task["moving"])
-        tx, metric, out = _rigid(_to_sitk(fixed_img), _to_sitk(moving_img), PAIR_SPACING)
+        tx, metric, out = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), PAIR_SPACING)
     except Exception as exc:
-        return {"ok": False, "reason": "registration_failed", "detail": f"{type(exc).__name__}: {exc}"}
+        return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}")
     spacing = tuple(round(float(z), 4) for z in fixed_img.header.get_zooms()[:3])
-    data = np.asarray(_from_sitk(out, fixed_img.affine, spacing).dataobj, dtype=np.float32)
+    data = np.asarray(from_sitk(out, fixed_img.affine, spacing).dataobj, dtype=np.float32)
     fg = data > float(data.mean())
     renders = render_volume(data, fg, spacing, p, Path(task["out_dir"]), Path(task["final_dir"]),
                             targets=task["targets"], refused=task["refused"], window_override=task["window"],
                             role="paired", prefix="paired_")
     for r in renders:
         r["located_by"] = f"registered_to:{task['reference']}"
-    # the same map in RAS mm: baseline point -> follow-up point
-    tfm = tx.GetNthTransform(0) if hasattr(tx, "GetNthTransform") else tx
-    m = np.eye(4)
-    m[:3, :3] = np.asarray(tfm.GetMatrix()).reshape(3, 3)
-    centre = np.asarray(tfm.GetCenter())
-    m[:3, 3] = np.asarray(tfm.GetTranslation()) + centre - m[:3, :3] @ centre
-    flip = np.diag([-1.0, -1.0, 1.0, 1.0])
-    ras = flip @ m @ flip
-    step = {"name": "register_to_baseline", "args": {
-        "reference": task["reference"], "reference_visit": task["reference_visit"], "metric": "MattesMI",
-        "final_metric": round(metric, 4), "spacing_mm": PAIR_SPACING,
-        "baseline_to_followup_ras": [[round(float(v), 5) for v in row] for row in ras]}, "version": VERSION}
-    return {"ok": True, "renders": renders, "step": step}
-
-
-def _to_sitk(img: Any) -> Any:
-    """A RAS-oriented nibabel image as a SimpleITK image (LPS world), same voxels and geometry."""
-    import SimpleITK as sitk
-
-    data = np.asarray(img.dataobj, dtype=np.float32)
-    out = sitk.GetImageFromArray(np.ascontiguousarray(data.transpose(2, 1, 0)))
-    aff = img.affine
-    zooms = np.sqrt((aff[:3, :3] ** 2).sum(axis=0))
-    flip = np.diag([-1.0, -1.0, 1.0])
-    out.SetSpacing([float(z) for z in zooms])
-    out.SetDirection([float(v) for v in (flip @ aff[:3, :3] / zooms).flatten()])
-    out.SetOrigin([float(v) for v in flip @ aff[:3, 3]])
-    return out
-
-
-def _from_sitk(image: Any, like_affine: np.ndarray, spacing: tuple[float, ...]) -> Any:
-    import nibabel as nib
-    import SimpleITK as sitk
-
-    data = sitk.GetArrayFromImage(image).transpose(2, 1, 0)
-    aff = np.eye(4)
-    zooms = np.sqrt((like_affine[:3, :3] ** 2).sum(axis=0))
-    aff[:3, :3] = like_affine[:3, :3] / zooms * np.asarray(spacing)
-    aff[:3, 3] = np.diag([-1.0, -1.0, 1.0]) @ np.asarray(image.GetOrigin())
-    return nib.Nifti1Image(np.ascontiguousarray(data, dtype=np.float32), aff)
+    ras = ras_matrix(tx)  # the same map in RAS mm: baseline point -> follow-up point
+    step = _step("register_to_baseline", reference=task["reference"], reference_visit=task["reference_visit"],
+                 metric="MattesMI", final_metric=round(metric, 4), spacing_mm=PAIR_SPACING,
+                 baseline_to_followup_ras=[[round(float(v), 5) for v in row] for row in ras])
+    return Outcome.success(renders=renders, step=step)
 
 
 def _resample(img: Any, spacing: tuple[float, ...]) -> Any:
     """Linear resampling to ``spacing`` with SimpleITK over the same field of view (multi-threaded C++)."""
     import SimpleITK as sitk
 
-    src = _to_sitk(img)
+    src = to_sitk(img)
     old_sp, old_size = np.asarray(src.GetSpacing()), np.asarray(src.GetSize())
     size = [max(1, int(v)) for v in np.ceil(old_size * old_sp / np.asarray(spacing) - 1e-6)]
     out = sitk.Resample(src, size, sitk.Transform(), sitk.sitkLinear, src.GetOrigin(), spacing, src.GetDirection(),
                         0.0, sitk.sitkFloat32)
-    return _from_sitk(out, img.affine, spacing)
+    return from_sitk(out, img.affine, spacing)
 
 
 def _n4(img: Any) -> Any:
     """N4 bias-field correction (SimpleITK), fitted on a 2x shrunk image with an Otsu foreground mask."""
     import SimpleITK as sitk
 
-    src = _to_sitk(img)
+    src = to_sitk(img)
     src = sitk.Cast(sitk.RescaleIntensity(src, 0, 1000), sitk.sitkFloat32)
     mask = sitk.OtsuThreshold(src, 0, 1, 200)
     small, small_mask = sitk.Shrink(src, [2, 2, 2]), sitk.Shrink(mask, [2, 2, 2])
@@ -357,7 +401,7 @@ def _n4(img: Any) -> Any:
     n4.Execute(small, small_mask)
     log_field = n4.GetLogBiasFieldAsImage(src)
     corrected = src / sitk.Exp(log_field)
-    return _from_sitk(corrected, img.affine, tuple(src.GetSpacing()))
+    return from_sitk(corrected, img.affine, tuple(src.GetSpacing()))
 
 
 def _qc(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], info: dict[str, Any]) -> dict[str, Any]:
@@ -381,33 +425,49 @@ def _qc(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], info: dict
             "source_orientation": info.get("orientation"), "flags": flags, "pass": not flags}
 
 
-def process_figure(task: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class FigureTask:
+    """One case-report figure to render: its file, the render's longest side, where it is staged (``out``) and
+    where it will lie (``final``)."""
+
+    path: str
+    size: int
+    out: str
+    final: str
+    max_pixels: int | None = None
+
+    @property
+    def inputs(self) -> list[str]:
+        return [self.path]
+
+
+def process_figure(task: FigureTask) -> Outcome:
     from PIL import Image
 
     from curation.deid.files import ImageTooLarge, open_bounded
     from curation.imaging.render import save_png
 
     try:
-        with open_bounded(task["path"], task.get("max_pixels")) as im:
+        with open_bounded(task.path, task.max_pixels) as im:
             im.load()
             img = im.convert("RGB") if im.mode not in ("L", "RGB") else im.copy()
     except ImageTooLarge as exc:
-        return {"ok": False, "reason": "image_too_large", "detail": str(exc)}
+        return Outcome.failure("image_too_large", str(exc))
     except Exception as exc:
-        return {"ok": False, "reason": "image_unreadable", "detail": f"{type(exc).__name__}: {exc}"}
-    size = task["size"]
+        return Outcome.failure("image_unreadable", f"{type(exc).__name__}: {exc}")
+    size: Any = task.size
     scale = size / max(img.size)
     if scale < 1:
         size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
         img = img.resize(size, Image.Resampling.BILINEAR)
-    out = Path(task["out"])
+    out = Path(task.out)
     save_png(img, out)
     arr = np.asarray(img.convert("L"), dtype=np.float32)
     flags = ["tiny_image"] if min(img.size) < 64 else []
-    return {"ok": True, "render": {"plane": "figure", "slice_index": None, "window": None,
-                                   "path": relpath(Path(task["final"])), "role": "figure"},
-            "qc": {"width": img.width, "height": img.height, "mean": round(float(arr.mean()), 3), "flags": flags,
-                   "pass": not flags}}
+    return Outcome.success(render={"plane": "figure", "slice_index": None, "window": None,
+                                   "path": relpath(Path(task.final)), "role": "figure"},
+                           qc={"width": img.width, "height": img.height, "mean": round(float(arr.mean()), 3),
+                               "flags": flags, "pass": not flags})
 
 
 def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, scheduler: str | None = None,
@@ -428,26 +488,24 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
     threads = max(1, (os.cpu_count() or 1) // workers) if workers > 1 and scheduler is None else None
     cases = list(read_jsonl(cases_path, Case))
     with staged_dir(dst) as staging:
-        series_tasks, figure_tasks = [], []
+        series_tasks: list[tuple[SeriesTask, Any]] = []
+        figure_tasks: list[tuple[FigureTask, Any]] = []
         for case in cases:
             for visit in case.visits:
                 for s in visit.series:
                     rel = Path("files") / safe_name(case.case_id) / safe_name(s.series_id)
-                    series_tasks.append(({"format": s.format, "files": s.files, "params": params,
-                                          "out_dir": str(staging / rel), "final_dir": str(dst / rel),
-                                          "sequence": s.sequence, "threads": threads}, s))
+                    series_tasks.append((SeriesTask(s.format, s.files, params, str(staging / rel), str(dst / rel),
+                                                    s.sequence, threads), s))
             for fig in case.figures:
                 if fig.path:
                     rel = Path("files") / safe_name(case.case_id) / f"{safe_name(fig.figure_id)}.png"
-                    figure_tasks.append(({"path": fig.path, "size": params.render_size, "out": str(staging / rel),
-                                          "final": str(dst / rel), "max_pixels": params.bounds.max_image_pixels},
-                                         fig))
+                    figure_tasks.append((FigureTask(fig.path, params.render_size, str(staging / rel),
+                                                    str(dst / rel), params.bounds.max_image_pixels), fig))
         qc_rows = []
-        def contained(task: dict[str, Any]) -> dict[str, Any] | None:
-            files = task.get("files") or ([task["path"]] if task.get("path") else [])
-            return None if all(readable(f, src) for f in files) else OUTSIDE_INPUT
+        def contained(task: SeriesTask | FigureTask) -> Outcome | None:
+            return None if all(readable(f, src) for f in task.inputs) else OUTSIDE_INPUT
 
-        def run_contained(fn: Any, tasks: list[dict[str, Any]]) -> Any:
+        def run_contained(fn: Any, tasks: list[Any]) -> Iterator[Outcome]:
             """Results in task order; a task naming a file outside the input is answered without running it."""
             inside_tasks = [t for t in tasks if contained(t) is None]
             results = iter(pmap(fn, inside_tasks, workers=workers, scheduler=scheduler))
@@ -457,17 +515,18 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
         for (_task, s), res in zip(series_tasks, run_contained(process_series, [t for t, _ in series_tasks]),
                                    strict=True):
             report.inputs += 1
-            if not res["ok"]:
-                report.fail(_in_rel(s.files[0], src) if s.files else s.series_id, res["reason"], res["detail"])
-                s.qc = {"pass": False, "flags": [res["reason"]]}
+            if not report.record(_in_rel(s.files[0], src) if s.files else s.series_id, res):
+                s.qc = {"pass": False, "flags": [res.reason]}
                 continue
-            s.nifti, s.spacing, s.shape, s.orientation = res["nifti"], res["spacing"], res["shape"], res["orientation"]
-            s.renders = [Render(**r) for r in res["renders"]]
-            s.qc = res["qc"]
-            s.sidecar = {**s.sidecar, **res["sidecar"]}  # acquisition metadata from ingest (e.g. IDA XML) is kept
-            s.provenance.extend(Step(**st) for st in res["steps"])
+            made = res.data
+            s.nifti, s.spacing, s.shape = made["nifti"], made["spacing"], made["shape"]
+            s.orientation = made["orientation"]
+            s.renders = [Render(**r) for r in made["renders"]]
+            s.qc = made["qc"]
+            s.sidecar = {**s.sidecar, **made["sidecar"]}  # acquisition metadata from ingest (e.g. IDA XML) is kept
+            s.provenance.extend(made["steps"])
             report.outputs += 1
-            report.counts["series_qc_flagged"] += int(not res["qc"]["pass"])
+            report.counts["series_qc_flagged"] += int(not made["qc"]["pass"])
         if params.register_to_t1:
             _register_visits(cases, series_tasks, params, workers, scheduler, report)
         if params.longitudinal and params.key_slices:
@@ -475,17 +534,16 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
         for _, s in series_tasks:
             if s.renders:
                 qc_rows.append({"kind": "series", "id": s.series_id, **s.qc, "thumbnail": s.renders[0].path})
-        for (_task, fig), res in zip(figure_tasks, run_contained(process_figure, [t for t, _ in figure_tasks]),
+        for (_fig_task, fig), res in zip(figure_tasks, run_contained(process_figure, [t for t, _ in figure_tasks]),
                                      strict=True):
             report.inputs += 1
-            if not res["ok"]:
-                report.fail(_in_rel(fig.path, src) if fig.path else fig.figure_id, res["reason"], res["detail"])
+            if not report.record(_in_rel(fig.path, src) if fig.path else fig.figure_id, res):
                 fig.missing, fig.path = True, None
                 continue
-            fig.renders = [Render(**res["render"])]
-            fig.qc = res["qc"]
+            fig.renders = [Render(**res.data["render"])]
+            fig.qc = res.data["qc"]
             report.outputs += 1
-            qc_rows.append({"kind": "figure", "id": fig.figure_id, **res["qc"], "thumbnail": res["render"]["path"]})
+            qc_rows.append({"kind": "figure", "id": fig.figure_id, **fig.qc, "thumbnail": res.data["render"]["path"]})
         for case in cases:
             case.provenance.stages["normalize"] = VERSION
         write_jsonl(staging / "cases.jsonl", cases)
@@ -497,7 +555,7 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
     return report
 
 
-def _register_visits(cases: list[Case], series_tasks: list[tuple[dict[str, Any], Any]], params: NormalizeParams,
+def _register_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], params: NormalizeParams,
                      workers: int, scheduler: str | None, report: Report) -> None:
     """Line up the other sequences of each visit with its T1w (the first T1w series of the visit)."""
     staged = {id(s): t for t, s in series_tasks}
@@ -511,24 +569,24 @@ def _register_visits(cases: list[Case], series_tasks: list[tuple[dict[str, Any],
                 if s is ref or not s.nifti or s.format not in ("dicom", "nifti", "analyze"):
                     continue
                 t, r = staged[id(s)], staged[id(ref)]
-                jobs.append(({"params": params, "fixed": str(Path(r["out_dir"]) / "volume.nii.gz"),
-                              "moving": str(Path(t["out_dir"]) / "volume.nii.gz"), "out_dir": t["out_dir"],
-                              "final_dir": t["final_dir"], "reference": ref.series_id, "sequence": s.sequence,
+                jobs.append(({"params": params, "fixed": str(Path(r.out_dir) / "volume.nii.gz"),
+                              "moving": str(Path(t.out_dir) / "volume.nii.gz"), "out_dir": t.out_dir,
+                              "final_dir": t.final_dir, "reference": ref.series_id, "sequence": s.sequence,
                               "refused": s.qc.get("planes_refused_reason") or {}}, s))
     for (job, s), res in zip(jobs, pmap(register_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
                              strict=True):
-        if not res["ok"]:
+        if not res.ok:
             report.counts[f"registration_failed:{s.series_id}"] += 1
             s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "registration_failed"]}
             continue
-        s.renders = [Render(**r) for r in res["renders"]]
-        s.spacing, s.shape = res["spacing"], res["shape"]
-        s.provenance.append(Step(**res["step"]))
-        s.qc = {**res["qc"], "registered_to": job["reference"]}
+        s.renders = [Render(**r) for r in res.data["renders"]]
+        s.spacing, s.shape = res.data["spacing"], res.data["shape"]
+        s.provenance.append(res.data["step"])
+        s.qc = {**res.data["qc"], "registered_to": job["reference"]}
         report.counts["series_registered"] += 1
 
 
-def _pair_visits(cases: list[Case], series_tasks: list[tuple[dict[str, Any], Any]], params: NormalizeParams,
+def _pair_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], params: NormalizeParams,
                  workers: int, scheduler: str | None, report: Report) -> None:
     """Line up each follow-up T1w with the case's baseline T1w (the T1w of its earliest visit) and render it at
     the baseline's target positions, so the two time points show the same anatomy at the same mm."""
@@ -549,19 +607,19 @@ def _pair_visits(cases: list[Case], series_tasks: list[tuple[dict[str, Any], Any
             s = next(x for x in visit.series if x.sequence == "T1w" and x.nifti)
             t, r = staged[id(s)], staged[id(base)]
             refused = {**(base.qc.get("planes_refused_reason") or {}), **(s.qc.get("planes_refused_reason") or {})}
-            jobs.append(({"params": params, "fixed": str(Path(r["out_dir"]) / "volume.nii.gz"),
-                          "moving": str(Path(t["out_dir"]) / "volume.nii.gz"), "out_dir": t["out_dir"],
-                          "final_dir": t["final_dir"], "reference": base.series_id,
+            jobs.append(({"params": params, "fixed": str(Path(r.out_dir) / "volume.nii.gz"),
+                          "moving": str(Path(t.out_dir) / "volume.nii.gz"), "out_dir": t.out_dir,
+                          "final_dir": t.final_dir, "reference": base.series_id,
                           "reference_visit": base_visit.visit_id, "targets": targets, "window": tuple(window),
                           "refused": refused}, s))
     for (job, s), res in zip(jobs, pmap(pair_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
                              strict=True):
-        if not res["ok"]:
+        if not res.ok:
             report.counts["longitudinal_registration_failed"] += 1
             s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "longitudinal_registration_failed"]}
             continue
-        s.renders.extend(Render(**r) for r in res["renders"])
-        s.provenance.append(Step(**res["step"]))
+        s.renders.extend(Render(**r) for r in res.data["renders"])
+        s.provenance.append(res.data["step"])
         s.qc = {**s.qc, "paired_with": job["reference"]}
         report.counts["series_paired_to_baseline"] += 1
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import curation.demo.phantom as phantom
 from curation.cli import app
-from curation.deid.deface import DefaceError, deface_file
+from curation.imaging.deface import DefaceError, deface_file
 
 
 def _affine() -> np.ndarray:
@@ -61,7 +61,7 @@ def test_real_head_template_moved_by_a_known_transform(tmp_path: Path) -> None:
     match the template's face mask carried by the same known transform."""
     import SimpleITK as sitk
 
-    from curation.deid import deface as d
+    from curation.imaging import deface as d
 
     head, remove, _ = d._template_masks()
     tx = sitk.Euler3DTransform()

@@ -7,7 +7,10 @@ and the face mask, plus a box beside each ear of the template, is carried onto t
 A volume is refused rather than written half-done when the fit cannot be trusted: the template head must cover the
 image's head, the removed region must lie in front of and below the head's centre, and, where a brain mask is known
 (``--brain-mask``, or one the source ships), no removed voxel may lie inside it. Registrations run single-threaded
-with regular sampling, so a volume gives the same output on every run.
+with regular sampling (:func:`curation.imaging.sitk.register_affine`), so a volume gives the same output on every run.
+
+Normalize is its pipeline caller (every 3D head series before anything is rendered); ``curate deid deface`` runs it
+on one file.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ from typing import Any
 import numpy as np
 
 from curation.errors import InputError
+from curation.imaging.io import save_nifti
+from curation.imaging.sitk import coarse_copy, register_affine, to_sitk
 
 VERSION = "1"
-WORK_SPACING = 3.0  # mm; registrations run on copies resampled to this spacing
+WORK_SPACING = 3.0  # mm; registrations run on copies resampled to this spacing (sitk.coarse_copy)
 MIN_HEAD_DICE = 0.6  # a gross check: a template that missed the head; a blob still passes it
 # ear boxes in the template's voxel grid (fractions of its size): lateral to the skull, around the external meatus,
 # at the level of the brainstem; they hold air and the ears, never brain
@@ -70,61 +75,6 @@ def _read(path: str) -> Any:
     return sitk.Cast(sitk.ReadImage(path), sitk.sitkFloat32)
 
 
-def _work_copy(image: Any) -> Any:
-    """``image`` resampled to WORK_SPACING over the same field of view, intensities scaled to [0, 1000]."""
-    import SimpleITK as sitk
-
-    sp, size = np.asarray(image.GetSpacing()), np.asarray(image.GetSize())
-    new_size = [max(8, int(v)) for v in np.ceil(size * sp / WORK_SPACING)]
-    small = sitk.Resample(image, new_size, sitk.Transform(), sitk.sitkLinear, image.GetOrigin(), [WORK_SPACING] * 3,
-                          image.GetDirection(), 0.0, sitk.sitkFloat32)
-    arr = sitk.GetArrayViewFromImage(small)
-    hi = float(np.percentile(arr, 99.5)) or 1.0
-    return sitk.Clamp(small * (1000.0 / hi), sitk.sitkFloat32, 0.0, 1000.0)
-
-
-def _register(fixed: Any, moving: Any, moving_mask: Any | None = None) -> tuple[Any, float]:
-    """Affine transform mapping points of ``fixed`` into ``moving``: a similarity transform first, then affine."""
-    import SimpleITK as sitk
-
-    threads = sitk.ProcessObject.GetGlobalDefaultNumberOfThreads()
-    sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(1)
-    try:
-        init = sitk.CenteredTransformInitializer(fixed, moving, sitk.Similarity3DTransform(),
-                                                 sitk.CenteredTransformInitializerFilter.MOMENTS)
-        tx: Any = init
-        metric = 0.0
-        for transform, shrink, smooth in (
-            (None, [4, 2, 1], [2.0, 1.0, 0.0]),
-            ("affine", [2, 1], [1.0, 0.0]),
-        ):
-            reg = sitk.ImageRegistrationMethod()
-            reg.SetMetricAsMattesMutualInformation(numberOfHistogramBins=32)
-            reg.SetMetricSamplingStrategy(reg.REGULAR)
-            reg.SetMetricSamplingPercentage(0.2, seed=1)
-            if moving_mask is not None:
-                reg.SetMetricMovingMask(moving_mask)
-            reg.SetInterpolator(sitk.sitkLinear)
-            reg.SetOptimizerAsRegularStepGradientDescent(learningRate=1.0, minStep=1e-4, numberOfIterations=200,
-                                                         relaxationFactor=0.6)
-            reg.SetOptimizerScalesFromPhysicalShift()
-            reg.SetShrinkFactorsPerLevel(shrink)
-            reg.SetSmoothingSigmasPerLevel(smooth)
-            reg.SmoothingSigmasAreSpecifiedInPhysicalUnitsOn()
-            if transform == "affine":
-                affine = sitk.AffineTransform(3)
-                affine.SetMatrix(tx.GetMatrix())
-                affine.SetTranslation(tx.GetTranslation())
-                affine.SetCenter(tx.GetCenter())
-                tx = affine
-            reg.SetInitialTransform(tx, inPlace=True)
-            reg.Execute(fixed, moving)
-            metric = float(reg.GetMetricValue())
-        return tx, metric
-    finally:
-        sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(threads)
-
-
 def _to_grid(mask: Any, reference: Any, transform: Any, default: float) -> np.ndarray:
     """``mask`` (template space) resampled onto ``reference``'s voxels, as an array in [x, y, z] order."""
     import SimpleITK as sitk
@@ -148,7 +98,7 @@ def _template_masks() -> tuple[Any, Any, Any]:
         ears[xs, int(EAR_BOX[1][0] * ny):int(EAR_BOX[1][1] * ny), int(EAR_BOX[2][0] * nz):int(EAR_BOX[2][1] * nz)] = 1
     remove = sitk.GetImageFromArray(np.ascontiguousarray((arr | ears).astype(np.float32).transpose(2, 1, 0)))
     remove.CopyInformation(head)
-    head_mask = sitk.Cast(sitk.OtsuThreshold(_work_copy(head), 0, 1), sitk.sitkFloat32)
+    head_mask = sitk.Cast(sitk.OtsuThreshold(coarse_copy(head, WORK_SPACING), 0, 1), sitk.sitkFloat32)
     return head, remove, head_mask
 
 
@@ -163,8 +113,8 @@ def deface(image: Any, *, brain_mask: np.ndarray | None = None) -> DefaceResult:
     if image.GetDimension() != 3 or min(image.GetSize()) < 16:
         raise DefaceError(f"not a 3D head volume (size {list(image.GetSize())})")
     head, remove_tpl, head_tpl = _template_masks()
-    fixed = _work_copy(sitk.Cast(image, sitk.sitkFloat32))
-    tx, metric = _register(fixed, _work_copy(head))
+    fixed = coarse_copy(sitk.Cast(image, sitk.sitkFloat32), WORK_SPACING)
+    tx, metric = register_affine(fixed, coarse_copy(head, WORK_SPACING))
     removed = _to_grid(remove_tpl, image, tx, 0.0) >= 0.5
     # registration check at the working resolution: does the template head cover the image's head?
     subject_head = sitk.GetArrayFromImage(sitk.OtsuThreshold(fixed, 0, 1)).astype(bool)
@@ -199,14 +149,12 @@ def deface_image(img: Any, brain_mask: np.ndarray | None = None) -> tuple[Any, d
     """Deface a 3D nibabel image: the same header, voxel grid and data type, face and ears zeroed."""
     import nibabel as nib
 
-    from curation.imaging.normalize import _to_sitk
-
     data = np.asanyarray(img.dataobj)
     if data.ndim == 4 and data.shape[3] == 1:
         data = data[..., 0]
     if data.ndim != 3:
         raise DefaceError(f"not a 3D volume (shape {data.shape})")
-    result = deface(_to_sitk(nib.Nifti1Image(np.asarray(data, dtype=np.float32), img.affine)), brain_mask=brain_mask)
+    result = deface(to_sitk(nib.Nifti1Image(np.asarray(data, dtype=np.float32), img.affine)), brain_mask=brain_mask)
     out = np.where(result.keep, data, np.zeros((), dtype=data.dtype)).astype(data.dtype)
     klass = type(img) if isinstance(img, nib.Nifti1Image | nib.Nifti2Image) else nib.Nifti1Image
     return klass(out, img.affine, img.header.copy()), result.summary()
@@ -235,7 +183,5 @@ def deface_file(src: str | Path, dst: str | Path, *, brain_mask: str | Path | No
         out, summary = deface_image(img, brain_mask=given)
     except DefaceError as exc:
         raise DefaceError(f"{src}: {exc}") from exc
-    from curation.imaging.convert import save_nifti
-
     save_nifti(out, dst)
     return {"input": str(src), "output": str(dst), **summary}

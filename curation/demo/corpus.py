@@ -267,10 +267,16 @@ OASIS1 = [
 ]
 
 
+def oasis1_atrophy(nwbv: float) -> float:
+    """The phantom's atrophy for an OASIS-1 row, from its normalised whole-brain volume (0.81 none .. 0.65 severe),
+    so that the images differ as the table's nWBV grades do."""
+    return round(min(1.0, max(0.0, (0.81 - nwbv) / 0.16)), 3)
+
+
 def write_oasis1(root: Path) -> None:
     rows = []
     for n, (sid, sex, hand, age, educ, ses, mmse, cdr, etiv, nwbv, asf, lesion) in enumerate(OASIS1):
-        atrophy = {0.0: 0.0, 0.5: 0.4, 1.0: 0.8}[cdr]
+        atrophy = oasis1_atrophy(nwbv)
         pose = visit_pose(8000 + 10 * n, 1 if sid.endswith("MR2") else 0)
         vol = head("T1w", atrophy=atrophy, lesion=lesion, seed=3000 + n, pose=pose).astype(np.int16)
         img = nib.AnalyzeImage(vol, _affine())
@@ -341,7 +347,7 @@ RADIOPAEDIA = [
         "slug": "glioblastoma-demo-2", "title": "Glioblastoma", "diagnosis": "Glioblastoma",
         "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "63 years",
         "gender": "Male", "author": "Demo Author B",
-        "presentation": "Mr. Rory Williams (DOB 04/11/1957, 42 Wallaby Way, Portland) was brought in by his wife Amy on 02/06/2020 with three weeks of headache and new right arm weakness.",
+        "presentation": "Mr. Rory Williams (DOB 04/11/1957, 42 Wallaby Way, Portland) was brought in by his wife Amy on 02/06/2020 with three weeks of headache and new left arm weakness.",
         "findings": "Large heterogeneous mass in the right frontal lobe with surrounding FLAIR hyperintense vasogenic oedema and mass effect on the right lateral ventricle.",
         "discussion": "Histology confirmed IDH-wildtype glioblastoma. Differential included metastasis and lymphoma.",
         "differential": ["Cerebral metastasis", "Primary CNS lymphoma", "Cerebral abscess"],
@@ -466,10 +472,10 @@ def series_truth() -> list[dict[str, object]]:
                 out.append({"source": "adni", "subject": ptid, "visit": v, "sequence": seq,
                             "atrophy": ATROPHY[dx], "lesion": lesion, "pose": visit_pose(7000 + 10 * n, v)})
     for n, row in enumerate(OASIS1):
-        sid, cdr, lesion = row[0], row[7], row[11]
+        sid, nwbv, lesion = row[0], row[9], row[11]
         rescan = sid.endswith("MR2")
         out.append({"source": "oasis1", "subject": sid.rsplit("_", 1)[0], "visit": 1 if rescan else 0,
-                    "sequence": "T1w", "atrophy": {0.0: 0.0, 0.5: 0.4, 1.0: 0.8}[cdr], "lesion": lesion,
+                    "sequence": "T1w", "atrophy": oasis1_atrophy(float(nwbv)), "lesion": lesion,
                     "pose": visit_pose(8000 + 10 * n, 1 if rescan else 0)})
     for n, (sid, _g, _age, _educ, _apoe, visits3, lesion) in enumerate(OASIS3):
         for v, (_day, _mmse, cdr, _cdrsum, _dx) in enumerate(visits3):

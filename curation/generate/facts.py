@@ -88,6 +88,8 @@ class Facts(BaseModel):
     dx_followup: str | None = None
     conversion: str | None = None
     ventricle_change: str | None = None
+    ventricles_ml_baseline: float | None = None
+    ventricles_ml_followup: float | None = None
 
 
 def known_fact(dotted: str) -> bool:
@@ -147,7 +149,11 @@ def _case_facts(case: Case, knowledge: dict[str, Any]) -> dict[str, Any]:
     if case.patient.age is not None:
         f["age"] = case.patient.age
         f["age_phrase"] = _age_phrase(case.patient.age, case.patient.age_90_plus)
-    context = clinical_context(case.presentation, knowledge)
+    who = None
+    if case.patient.age is not None:
+        sex = SEX_WORD.get(case.patient.sex or "", "patient")
+        who = f"{_age_phrase(case.patient.age, case.patient.age_90_plus)} {sex}"
+    context = clinical_context(case.presentation, knowledge, who)
     if context:
         f["presentation"] = context
     if case.ehr.get("APOE4") is not None:
@@ -162,10 +168,11 @@ def _age_phrase(age: int, ninety_plus: bool) -> str:
     return f"{'an' if str(age).startswith('8') or age in (11, 18) else 'a'} {age}-year-old"
 
 
-def clinical_context(text: str, knowledge: dict[str, Any]) -> str:
+def clinical_context(text: str, knowledge: dict[str, Any], who: str | None = None) -> str:
     """The presentation as an item may show it: the sentences before imaging is told, less those naming a diagnosis,
     treatment or outcome, with the placeholders and dates that de-identification left removed (a sentence that keeps
-    one is dropped). Ages and intervals stay; a date of birth or of admission does not."""
+    one is dropped). Ages and intervals stay; a date of birth or of admission does not. A patient named by title
+    becomes ``who`` ("a 63-year-old man") or the title's sex ("a woman"), so age and sex survive."""
     stop = [re.compile(p, re.IGNORECASE) for p in knowledge.get("context_stop", [])]
     drop = [re.compile(p, re.IGNORECASE) for p in knowledge.get("context_drop", [])]
     kept = []
@@ -174,7 +181,7 @@ def clinical_context(text: str, knowledge: dict[str, Any]) -> str:
             break
         if any(c.search(sentence) for c in drop):
             continue
-        s = _scrub(sentence)
+        s = _scrub(sentence, who if not kept else None)
         if s and not deid_artefacts(s):
             kept.append(s)
     return " ".join(kept)
@@ -184,16 +191,29 @@ _TITLE = r"(?:Mr|Mrs|Ms|Miss|Mx|Dr)\.?\s*"
 _PH = r"\[[A-Z][A-Z_]+(?:-[0-9a-f]{4,})?\]"
 
 
-def _scrub(s: str) -> str:
+_TITLE_SEX = {"mr": "man", "mrs": "woman", "ms": "woman", "miss": "woman"}
+
+
+def _scrub(s: str, who: str | None = None) -> str:
     """Remove identifying fragments around de-identification placeholders and dates without breaking the sentence."""
     date = FULL_DATE.pattern
     # a parenthesis holding a placeholder or a date: "(DOB 1957-04-05, [ADDRESS])"
     s = re.sub(rf"\s*\([^()]*(?:{_PH}|{date})[^()]*\)", "", s)
     # an apposition naming the patient: ", Mr. [NAME] of [ADDRESS],"
     s = re.sub(rf",\s*{_TITLE}{_PH}[^,.]*,", "", s)
-    # "Ms. [NAME], a 29-year-old teacher, presented" -> "A 29-year-old teacher presented"
-    s = re.sub(rf"^{_TITLE}{_PH},\s*(an?)\s+([^,]+),\s*", lambda m: f"{m.group(1).capitalize()} {m.group(2)} ", s)
-    s = re.sub(rf"^{_TITLE}{_PH}\s*", "The patient ", s)
+    def sex_of(title: str) -> str | None:
+        return _TITLE_SEX.get(title.rstrip(". ").lower())
+
+    def apposition(m: re.Match[str]) -> str:  # "Ms. [NAME], a 29-year-old teacher," -> "A 29-year-old female teacher"
+        desc, sex = m.group(3), sex_of(m.group(1))
+        if sex and not re.search(r"\b(man|woman|male|female|boy|girl|he|she)\b", desc):
+            desc = re.sub(r"(-old)\b", rf"\1 {'female' if sex == 'woman' else 'male'}", desc, count=1)
+        return f"{m.group(2).capitalize()} {desc} "
+
+    s = re.sub(rf"^((?:Mr|Mrs|Ms|Miss|Mx|Dr)\.?\s*){_PH},\s*(an?)\s+([^,]+),\s*", apposition, s)
+    s = re.sub(rf"^((?:Mr|Mrs|Ms|Miss|Mx|Dr)\.?\s*){_PH}\s*",
+               lambda m: f"{(who or ('a ' + (sex_of(m.group(1)) or 'patient'))).capitalize()} "
+               if who or sex_of(m.group(1)) else "The patient ", s)
     # "on 2020-01-31", "since 02/06/2020"
     s = re.sub(rf"\s+(?:on|since|from|at|dated)\s+(?:{date})", "", s)
     # a relative or place named after its role: "his wife [NAME]", "of [ADDRESS]"
@@ -258,9 +278,10 @@ def _graded_facts(f: dict[str, Any], scores: dict[str, Any], knowledge: dict[str
         g = _grade(f["hippocampus_ml"], bands or [])
         if g:
             f["hippocampal_grade"] = g
-    if vent is not None and "ventricles" in images:
+    if vent is not None and "ventricles" in images and isinstance(f.get("age"), int):
         f["ventricles_ml"] = round(vent / 1000, 1)
-        g = _grade(f["ventricles_ml"], grades.get("ventricles_ml", []))
+        bands = next((b for upper, b in knowledge.get("ventricles_ml_by_age", []) if f["age"] < upper), None)
+        g = _grade(f["ventricles_ml"], bands or [])
         if g:
             f["ventricle_grade"] = g
     if nwbv is not None and "brain" in images:
@@ -314,6 +335,7 @@ def _pair_facts(case: Case, visits: list[Visit], common: dict[str, Any],
         vent0, vent1 = _score(v0.scores, "Ventricles"), _score(v1.scores, "Ventricles")
         if vent0 and vent1 is not None and "baseline_ventricles" in images:
             f["ventricle_change"] = _grade(vent1 / vent0, knowledge.get("changes", {}).get("ventricles_ml", []))
+            f["ventricles_ml_baseline"], f["ventricles_ml_followup"] = round(vent0 / 1000, 1), round(vent1 / 1000, 1)
         return f
     return None
 

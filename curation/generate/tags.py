@@ -17,12 +17,13 @@ from typing import Any
 from curation.schema import Evidence, ReasoningDim, TaskType, VisualDim
 
 SMALL_OBJECT_BELOW = 0.01
-FINE_DETAIL = {"hippocampal_grade", "ventricle_grade", "atrophy_grade", "ventricle_change", "lesion.label", "sequence",
-               "conversion"}
+# a grade or change of a structure read off one slice (a whole-brain montage or a large lesion is not fine detail)
+FINE_DETAIL = {"hippocampal_grade", "ventricle_grade", "ventricle_change", "sequence", "conversion"}
 SPATIAL = {"lesion.anatomy", "lesion.laterality", "territory"}
 # the non-image facts each answer's key depends on (shown in the context, they make the item multi-source)
 DEPENDS_ON = {
     "hippocampal_grade": {"age", "age_phrase"},
+    "ventricle_grade": {"age", "age_phrase"},
     "dx": {"mmse", "presentation"},
     "conversion": {"dx_baseline"},
     "next_step": {"presentation"},
@@ -56,7 +57,7 @@ def compute(task_type: TaskType, answers: frozenset[str], context_template: str,
     fractions = [e.target_fraction for e in evidence if e.target_fraction is not None]
     if fractions and min(fractions) < small_object_below:
         visual.append(VisualDim.small_object)
-    if evidence and answers & FINE_DETAIL:
+    if evidence and answers & FINE_DETAIL and all(e.plane != "montage" for e in evidence):
         visual.append(VisualDim.fine_detail)
     if evidence and answers & SPATIAL:
         visual.append(VisualDim.spatial)

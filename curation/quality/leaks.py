@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from curation.errors import InputError
+from curation.errors import InputError, validation_message
 from curation.quality.validity import is_mcq, stated, visible_text
 from curation.schema import Item, TaskType
 from curation.text import plain
@@ -79,8 +79,7 @@ def load_rules(path: str | Path | None = None) -> list[CompiledRule]:
     except (yaml.YAMLError, re.error) as exc:
         raise InputError(f"not valid ({exc.__class__.__name__})", path) from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InputError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}", path) from None
+        raise InputError(validation_message(exc), path) from None
     flags = re.I
     return [CompiledRule(r, re.compile(r.cue, flags), re.compile(r.answer, flags) if r.answer else None,
                          [(b.min, b.max, re.compile(b.answer, flags)) for b in r.answers]) for r in parsed.rules]

@@ -50,7 +50,7 @@ def test_n4_removes_a_smooth_bias_field():
 
 def test_register_series_lines_up_a_displaced_sequence(tmp_path):
     from curation.demo.phantom import CONTRAST, Lesion, head
-    from curation.imaging.normalize import register_series
+    from curation.imaging.normalize import RegisterTask, register_series
     from curation.params import NormalizeParams
 
     aff = np.diag([1.0, 1.0, 1.0, 1.0])
@@ -63,8 +63,8 @@ def test_register_series_lines_up_a_displaced_sequence(tmp_path):
     for path, data in ((fixed_p, t1), (moving_p, moved)):
         path.parent.mkdir()
         nib.save(nib.Nifti1Image(data, aff), str(path))
-    task = {"params": NormalizeParams(), "fixed": str(fixed_p), "moving": str(moving_p),
-            "out_dir": str(moving_p.parent), "final_dir": str(moving_p.parent), "reference": "T1"}
+    task = RegisterTask(NormalizeParams(), str(fixed_p), str(moving_p), str(moving_p.parent), str(moving_p.parent),
+                        reference="T1")
     res = register_series(task)
     assert res.ok, res
     out = np.asarray(nib.load(str(moving_p)).dataobj)

@@ -25,8 +25,18 @@ from curation.schema import Case, Render, Step
 VERSION = "1"
 
 
+class _FromMapping:
+    """``of(task)``: a task dataclass from a mapping with its field names (the dicts tasks used to be)."""
+
+    @classmethod
+    def of(cls, task: Any) -> Any:
+        if isinstance(task, cls):
+            return task
+        return cls(**{f.name: task[f.name] for f in fields(cls) if f.name in task})  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
-class SeriesTask:
+class SeriesTask(_FromMapping):
     """One series to normalize: its files, where its outputs are staged (``out_dir``) and where they will lie once
     the stage commits (``final_dir``, the paths written into the records). Plain data, so it pickles to workers."""
 
@@ -37,13 +47,6 @@ class SeriesTask:
     final_dir: str
     sequence: str | None = None
     threads: int | None = None  # SimpleITK's thread count while this task runs (None: as it is)
-
-    @classmethod
-    def of(cls, task: SeriesTask | Mapping[str, Any]) -> SeriesTask:
-        """A task from a mapping with the same keys (``curate imaging render`` builds one)."""
-        if isinstance(task, SeriesTask):
-            return task
-        return cls(**{f.name: task[f.name] for f in fields(cls) if f.name in task})
 
     @property
     def inputs(self) -> list[str]:
@@ -313,15 +316,41 @@ def _render_montage(data: np.ndarray, idxs: list[int], wlo: float, whi: float, s
     return {"plane": "montage", "slice_index": None, "path": relpath(final_dir / name), **meta}
 
 
-def register_series(task: Mapping[str, Any]) -> Outcome:
+@dataclass(frozen=True)
+class RegisterTask(_FromMapping):
+    """A normalized series (``moving``, staged in ``out_dir``) to register onto ``fixed``, the normalized series
+    of ``reference``."""
+
+    params: NormalizeParams
+    fixed: str
+    moving: str
+    out_dir: str
+    final_dir: str
+    reference: str
+    sequence: str | None = None
+    refused: dict[str, str] = field(default_factory=dict)  # planes the acquisitions cannot show
+
+
+@dataclass(frozen=True)
+class PairTask(RegisterTask):
+    """A follow-up T1w onto the baseline's (``reference`` of ``reference_visit``), rendered at the baseline's
+    ``targets`` with its ``window``."""
+
+    reference_visit: str = ""
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    window: tuple[float, ...] | None = None  # the baseline's (lo, hi)
+
+
+def register_series(task: RegisterTask | Mapping[str, Any]) -> Outcome:
     """Rigid registration of a normalized series to its visit's T1w (Mattes MI), resampled onto the T1w grid,
     then rendered again. Single-threaded with regular sampling, so the result is the same on every run."""
     import nibabel as nib
 
-    p: NormalizeParams = task["params"]
-    out_dir, final_dir = Path(task["out_dir"]), Path(task["final_dir"])
+    job = RegisterTask.of(task)
+    p = job.params
+    out_dir, final_dir = Path(job.out_dir), Path(job.final_dir)
     try:
-        fixed_img, moving_img = nib.load(task["fixed"]), nib.load(task["moving"])
+        fixed_img, moving_img = nib.load(job.fixed), nib.load(job.moving)
         tx, metric, out = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), REGISTER_SPACING)
     except Exception as exc:
         return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}")
@@ -334,11 +363,11 @@ def register_series(task: Mapping[str, Any]) -> Outcome:
     fg = data > float(data.mean())
     from curation.imaging.targets import locate
 
-    located = locate(data, img.affine, task.get("sequence"), p) if p.key_slices else {"targets": [], "anatomy": {}}
-    refused = task.get("refused") or {}
+    located = locate(data, img.affine, job.sequence, p) if p.key_slices else {"targets": [], "anatomy": {}}
+    refused = job.refused
     renders = render_volume(data, fg, spacing, p, out_dir, final_dir, targets=located["targets"], refused=refused)
     params = [round(float(v), 4) for v in tx.GetParameters()] if hasattr(tx, "GetParameters") else []
-    step = _step("register_rigid", reference=task["reference"], metric="MattesMI", final_metric=round(metric, 4),
+    step = _step("register_rigid", reference=job.reference, metric="MattesMI", final_metric=round(metric, 4),
                  transform=params)
     return Outcome.success(renders=renders, spacing=spacing, shape=tuple(int(v) for v in data.shape), step=step,
                            qc={**_qc(data, fg, spacing, {}), "planes_refused": sorted(refused),
@@ -350,27 +379,28 @@ REGISTER_SPACING = 2.0  # mm: within-visit registrations run on copies at this s
 PAIR_SPACING = 3.0  # mm: longitudinal registrations run on copies at this spacing, then resample the 1 mm volume
 
 
-def pair_series(task: Mapping[str, Any]) -> Outcome:
+def pair_series(task: PairTask | Mapping[str, Any]) -> Outcome:
     """A follow-up T1w registered (rigid, Mattes MI on 3 mm copies) to the baseline T1w and rendered at the
     baseline's target slices (same grid, so the same position in mm) with the baseline's window."""
     import nibabel as nib
 
-    p: NormalizeParams = task["params"]
+    job = PairTask.of(task)
+    p = job.params
     try:
-        fixed_img, moving_img = nib.load(task["fixed"]), nib.load(task["moving"])
+        fixed_img, moving_img = nib.load(job.fixed), nib.load(job.moving)
         tx, metric, out = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), PAIR_SPACING)
     except Exception as exc:
         return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}")
     spacing = tuple(round(float(z), 4) for z in fixed_img.header.get_zooms()[:3])
     data = np.asarray(from_sitk(out, fixed_img.affine, spacing).dataobj, dtype=np.float32)
     fg = data > float(data.mean())
-    renders = render_volume(data, fg, spacing, p, Path(task["out_dir"]), Path(task["final_dir"]),
-                            targets=task["targets"], refused=task["refused"], window_override=task["window"],
+    renders = render_volume(data, fg, spacing, p, Path(job.out_dir), Path(job.final_dir),
+                            targets=job.targets, refused=job.refused, window_override=job.window,
                             role="paired", prefix="paired_")
     for r in renders:
-        r["located_by"] = f"registered_to:{task['reference']}"
+        r["located_by"] = f"registered_to:{job.reference}"
     ras = ras_matrix(tx)  # the same map in RAS mm: baseline point -> follow-up point
-    step = _step("register_to_baseline", reference=task["reference"], reference_visit=task["reference_visit"],
+    step = _step("register_to_baseline", reference=job.reference, reference_visit=job.reference_visit,
                  metric="MattesMI", final_metric=round(metric, 4), spacing_mm=PAIR_SPACING,
                  baseline_to_followup_ras=[[round(float(v), 5) for v in row] for row in ras])
     return Outcome.success(renders=renders, step=step)
@@ -559,7 +589,7 @@ def _register_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any
                      workers: int, scheduler: str | None, report: Report) -> None:
     """Line up the other sequences of each visit with its T1w (the first T1w series of the visit)."""
     staged = {id(s): t for t, s in series_tasks}
-    jobs = []
+    jobs: list[tuple[RegisterTask, Any]] = []
     for case in cases:
         for visit in case.visits:
             ref = next((s for s in visit.series if s.sequence == "T1w" and s.nifti), None)
@@ -569,10 +599,9 @@ def _register_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any
                 if s is ref or not s.nifti or s.format not in ("dicom", "nifti", "analyze"):
                     continue
                 t, r = staged[id(s)], staged[id(ref)]
-                jobs.append(({"params": params, "fixed": str(Path(r.out_dir) / "volume.nii.gz"),
-                              "moving": str(Path(t.out_dir) / "volume.nii.gz"), "out_dir": t.out_dir,
-                              "final_dir": t.final_dir, "reference": ref.series_id, "sequence": s.sequence,
-                              "refused": s.qc.get("planes_refused_reason") or {}}, s))
+                jobs.append((RegisterTask(params, str(Path(r.out_dir) / "volume.nii.gz"),
+                                          str(Path(t.out_dir) / "volume.nii.gz"), t.out_dir, t.final_dir,
+                                          ref.series_id, s.sequence, s.qc.get("planes_refused_reason") or {}), s))
     for (job, s), res in zip(jobs, pmap(register_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
                              strict=True):
         if not res.ok:
@@ -582,7 +611,7 @@ def _register_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any
         s.renders = [Render(**r) for r in res.data["renders"]]
         s.spacing, s.shape = res.data["spacing"], res.data["shape"]
         s.provenance.append(res.data["step"])
-        s.qc = {**res.data["qc"], "registered_to": job["reference"]}
+        s.qc = {**res.data["qc"], "registered_to": job.reference}
         report.counts["series_registered"] += 1
 
 
@@ -591,7 +620,7 @@ def _pair_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], 
     """Line up each follow-up T1w with the case's baseline T1w (the T1w of its earliest visit) and render it at
     the baseline's target positions, so the two time points show the same anatomy at the same mm."""
     staged = {id(s): t for t, s in series_tasks}
-    jobs = []
+    jobs: list[tuple[PairTask, Any]] = []
     for case in cases:
         visits = sorted((v for v in case.visits if any(s.sequence == "T1w" and s.nifti for s in v.series)),
                         key=lambda v: (v.days_from_baseline is None, v.days_from_baseline or 0))
@@ -607,11 +636,10 @@ def _pair_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], 
             s = next(x for x in visit.series if x.sequence == "T1w" and x.nifti)
             t, r = staged[id(s)], staged[id(base)]
             refused = {**(base.qc.get("planes_refused_reason") or {}), **(s.qc.get("planes_refused_reason") or {})}
-            jobs.append(({"params": params, "fixed": str(Path(r.out_dir) / "volume.nii.gz"),
-                          "moving": str(Path(t.out_dir) / "volume.nii.gz"), "out_dir": t.out_dir,
-                          "final_dir": t.final_dir, "reference": base.series_id,
-                          "reference_visit": base_visit.visit_id, "targets": targets, "window": tuple(window),
-                          "refused": refused}, s))
+            jobs.append((PairTask(params, str(Path(r.out_dir) / "volume.nii.gz"),
+                                  str(Path(t.out_dir) / "volume.nii.gz"), t.out_dir, t.final_dir, base.series_id,
+                                  refused=refused, reference_visit=base_visit.visit_id, targets=targets,
+                                  window=tuple(window)), s))
     for (job, s), res in zip(jobs, pmap(pair_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
                              strict=True):
         if not res.ok:
@@ -620,7 +648,7 @@ def _pair_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], 
             continue
         s.renders.extend(Render(**r) for r in res.data["renders"])
         s.provenance.append(res.data["step"])
-        s.qc = {**s.qc, "paired_with": job["reference"]}
+        s.qc = {**s.qc, "paired_with": job.reference}
         report.counts["series_paired_to_baseline"] += 1
 
 

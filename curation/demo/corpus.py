@@ -171,7 +171,7 @@ ADNI_SUBJECTS = [
      Lesion((0.36, 0.52, 0.58), 4.8)),
 ]
 ADNI_NAMES = ["FLANDERS^NED", "BOUVIER^SELMA", "VAN HOUTEN^LUANN"]
-ATROPHY = {"CN": 0.0, "MCI": 0.35, "Dementia": 0.75}
+ATROPHY = {"CN": 0.0, "MCI": 0.35, "Dementia": 0.9}
 # ADNIMERGE column, phantom target, factor (a normal demo head reads 7400 / 22000 / 1050000 mm3, ADNI's magnitudes)
 ADNI_VOLUMES = [("Hippocampus", "hippocampus", 7400 / 2929.5), ("Ventricles", "lateral_ventricles", 22000 / 4468.5),
                 ("WholeBrain", "brain", 1050000 / 1732738.5)]

@@ -29,15 +29,42 @@ def _llm(server: OpenAIServer, tmp_path: Path) -> LlmParams:
                      concurrency=8)
 
 
+# The shipped templates make no multi-turn item (each question a consult would ask is already asked of the case by
+# another template), so the dialogue step is exercised with a consult template of the test's own, listed first.
+CONSULT = """- id: consult_dialogue
+  version: 1
+  task_type: multi_turn_dialogue
+  format: multi_turn
+  requires: [dx, presentation, lesion.label, image.lesion]
+  images: [image.lesion]
+  context: "{{ presentation }}"
+  question: "A colleague asks for a consult on this patient."
+  turns:
+    - {role: clinician, text: "Here is the history and the MRI. What abnormality do you see?"}
+    - {role: model, text: "{{ lesion.label }}"}
+    - {role: clinician, text: "Given the history, what is your leading diagnosis?"}
+    - {role: model, text: "{{ dx }}"}
+  answer: "{{ dx }}"
+"""
+
+
 def test_llm_augmentation_end_to_end_and_rerun_is_byte_identical(pipeline, gen_params, tmp_path, monkeypatch):
+    import shutil
+
     from curation.generate.stage import run
 
+    tdir = tmp_path / "templates"
+    shutil.copytree(gen_params.templates_dir, tdir)
+    (tdir / "00_consult.yaml").write_text(CONSULT)
+    gen_params.templates_dir = str(tdir)
     monkeypatch.chdir(pipeline)
+    run(gen_params, pipeline / "extract", tmp_path / "templated")  # no endpoint: the template items alone
     with OpenAIServer(generation_responder()) as server:
         report = run(gen_params, pipeline / "extract", tmp_path / "a", llm=_llm(server, tmp_path))
         calls = server.calls
         items = list(read_jsonl(tmp_path / "a" / "items.jsonl", Item))
-        templ = list(read_jsonl(pipeline / "generate" / "items.jsonl", Item))
+        templ = list(read_jsonl(tmp_path / "templated" / "items.jsonl", Item))
+        assert any(i.format.value == "multi_turn" for i in templ)
         steps = {a.step for i in items for a in i.augmentations}
         assert steps == {"paraphrase", "distractors", "rationale", "dialogue"}
         for i in items:

@@ -230,8 +230,12 @@ def test_changed_template_regenerates_exactly_its_items(pipeline: Path, tmp_path
     shutil.copytree(ROOT / "templates" / "questions", tdir)
     path = tdir / "dementia.yaml"
     text = path.read_text()
-    assert "- id: ventricular_size\n  version: 2" in text
-    text = text.replace("- id: ventricular_size\n  version: 2", "- id: ventricular_size\n  version: 3")
+    import re
+
+    m = re.search(r"- id: ventricular_size\n  version: (\d+)", text)
+    assert m, "ventricular_size is in dementia.yaml"
+    bumped = str(int(m.group(1)) + 1)
+    text = text.replace(m.group(0), f"- id: ventricular_size\n  version: {bumped}")
     path.write_text(text.replace("How would you grade the size of the lateral ventricles?",
                                  "How large are the lateral ventricles?"))
     p = load_params(ROOT / "params.yaml").generate
@@ -246,5 +250,5 @@ def test_changed_template_regenerates_exactly_its_items(pipeline: Path, tmp_path
     old = [i for i in before if i["template_id"] == "ventricular_size"]
     new = [i for i in after if i["template_id"] == "ventricular_size"]
     assert len(old) == len(new) > 0
-    assert all(n["generator"]["template_version"] == "3" and n["item_id"] != o["item_id"]
+    assert all(n["generator"]["template_version"] == bumped and n["item_id"] != o["item_id"]
                for o, n in zip(old, new, strict=True))

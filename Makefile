@@ -53,8 +53,8 @@ demo: setup ## generate the demo corpus, run the pipeline, show the release
 test: setup review-tools ## run the whole test suite (starts Label Studio, a local LLM endpoint, ...)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-test-fast: setup ## the unit layer only: no demo pipeline, no servers (a few minutes)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
+test-fast: setup ## the unit layer only, spread over the cores: no demo pipeline, no servers (under 2 minutes)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e" -n auto
 
 bench: setup ## measure against the anchors; writes benchmarks/results.json and results.md
 	$(BIN)/pip install --quiet -e '.[bench]'

@@ -264,7 +264,7 @@ def imaging_convert(
     import nibabel as nib
 
     from curation.imaging.convert import convert_path, save_nifti
-    from curation.ingest.volumes import VolumeTooLarge
+    from curation.imaging.io import VolumeTooLarge
 
     if not src.exists():
         _err(f"{src}: does not exist")

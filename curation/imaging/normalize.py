@@ -341,21 +341,30 @@ class PairTask(RegisterTask):
     window: tuple[float, ...] | None = None  # the baseline's (lo, hi)
 
 
-def register_series(task: RegisterTask | Mapping[str, Any]) -> Outcome:
-    """Rigid registration of a normalized series to its visit's T1w (Mattes MI), resampled onto the T1w grid,
-    then rendered again. Single-threaded with regular sampling, so the result is the same on every run."""
+def _registered(job: RegisterTask, spacing_mm: float) -> tuple[Any, float, Any, tuple[float, ...]] | Outcome:
+    """``job.moving`` registered rigidly onto ``job.fixed`` (on copies at ``spacing_mm``) and resampled onto the
+    fixed grid: (transform, final metric, NIfTI image, the fixed image's spacing), or the failure."""
     import nibabel as nib
 
-    job = RegisterTask.of(task)
-    p = job.params
-    out_dir, final_dir = Path(job.out_dir), Path(job.final_dir)
     try:
         fixed_img, moving_img = nib.load(job.fixed), nib.load(job.moving)
-        tx, metric, out = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), REGISTER_SPACING)
+        tx, metric, out = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), spacing_mm)
     except Exception as exc:
         return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}")
     spacing = tuple(round(float(z), 4) for z in fixed_img.header.get_zooms()[:3])
-    img = from_sitk(out, fixed_img.affine, spacing)
+    return tx, metric, from_sitk(out, fixed_img.affine, spacing), spacing
+
+
+def register_series(task: RegisterTask | Mapping[str, Any]) -> Outcome:
+    """Rigid registration of a normalized series to its visit's T1w (Mattes MI), resampled onto the T1w grid,
+    then rendered again. Single-threaded with regular sampling, so the result is the same on every run."""
+    job = RegisterTask.of(task)
+    p = job.params
+    out_dir, final_dir = Path(job.out_dir), Path(job.final_dir)
+    done = _registered(job, REGISTER_SPACING)
+    if isinstance(done, Outcome):
+        return done
+    tx, metric, img, spacing = done
     data = np.asarray(img.dataobj, dtype=np.float32)
     save_nifti(img, out_dir / "volume.nii.gz")
     for old in out_dir.glob("*.png"):
@@ -382,17 +391,13 @@ PAIR_SPACING = 3.0  # mm: longitudinal registrations run on copies at this spaci
 def pair_series(task: PairTask | Mapping[str, Any]) -> Outcome:
     """A follow-up T1w registered (rigid, Mattes MI on 3 mm copies) to the baseline T1w and rendered at the
     baseline's target slices (same grid, so the same position in mm) with the baseline's window."""
-    import nibabel as nib
-
     job = PairTask.of(task)
     p = job.params
-    try:
-        fixed_img, moving_img = nib.load(job.fixed), nib.load(job.moving)
-        tx, metric, out = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), PAIR_SPACING)
-    except Exception as exc:
-        return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}")
-    spacing = tuple(round(float(z), 4) for z in fixed_img.header.get_zooms()[:3])
-    data = np.asarray(from_sitk(out, fixed_img.affine, spacing).dataobj, dtype=np.float32)
+    done = _registered(job, PAIR_SPACING)
+    if isinstance(done, Outcome):
+        return done
+    tx, metric, img, spacing = done
+    data = np.asarray(img.dataobj, dtype=np.float32)
     fg = data > float(data.mean())
     renders = render_volume(data, fg, spacing, p, Path(job.out_dir), Path(job.final_dir),
                             targets=job.targets, refused=job.refused, window_override=job.window,

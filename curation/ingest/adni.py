@@ -84,22 +84,14 @@ PARTICIPANTS_PER_BATCH = 64
 
 def _ida_metadata(ctx: IngestContext) -> dict[str, dict[str, Any]]:
     """Per-image IDA metadata XML -> {"I<uid>": {field: value, term: value, "_path": rel}}; bad XML is quarantined."""
-    import xml.etree.ElementTree as ET
-
     spec = ctx.spec.get("ida_xml")
     if not spec:
         return {}
     out: dict[str, dict[str, Any]] = {}
     for path in ctx.find(spec["pattern"]):
-        ctx.report.inputs += 1
         rel = ctx.rel_raw(path)
-        data = ctx.read_document(path)
-        if data is None:
-            continue
-        try:
-            root = ET.fromstring(data)
-        except ET.ParseError as exc:
-            ctx.report.fail(rel, "xml_invalid", str(exc))
+        root = ctx.read_xml(path)
+        if root is None:
             continue
         uid = (root.findtext(spec["image_uid"]) or "").strip()
         if not uid:

@@ -6,6 +6,7 @@ import contextlib
 import csv
 import fnmatch
 import hashlib
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -17,7 +18,7 @@ import yaml
 from curation.errors import InputError, ParamsError
 from curation.params import Bounds
 from curation.paths import inside, printable, safe_name, walk_files
-from curation.records import copy_file, pseudonym, relpath  # imaging/normalize.py imports relpath from here
+from curation.records import copy_file, pseudonym, relpath
 from curation.report import Kind, Report
 
 
@@ -92,6 +93,19 @@ class IngestContext:
             return path.read_bytes()
         except OSError as exc:
             self.report.fail(rel, "unreadable", f"{type(exc).__name__}: {exc}")
+            return None
+
+    def read_xml(self, path: Path) -> ET.Element | None:
+        """An XML document's root element, counted as an input; None with the file quarantined (too large,
+        unreadable, not well-formed)."""
+        self.report.inputs += 1
+        data = self.read_document(path)
+        if data is None:
+            return None
+        try:
+            return ET.fromstring(data)
+        except ET.ParseError as exc:
+            self.report.fail(self.rel_raw(path), "xml_invalid", str(exc))
             return None
 
     def files(self) -> list[Path]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from curation.errors import validation_message
 from curation.ingest.base import IngestContext, path_digest
 from curation.paths import safe_name, unique_name
 from curation.schema import Case, Figure, Provenance, Publication, SourceName
@@ -34,14 +35,8 @@ def ingest(ctx: IngestContext) -> list[Case]:
         if path.suffix.lower() not in (".xml", ".nxml"):
             ctx.report.skip(rel, "not_jats", "not an .xml/.nxml file")
             continue
-        ctx.report.inputs += 1
-        data = ctx.read_document(path)
-        if data is None:
-            continue
-        try:
-            root = ET.fromstring(data)
-        except ET.ParseError as exc:
-            ctx.report.fail(rel, "xml_invalid", str(exc))
+        root = ctx.read_xml(path)
+        if root is None:
             continue
         articles = [root] if root.tag == "article" else root.findall("article")
         if not articles:
@@ -58,7 +53,10 @@ def ingest(ctx: IngestContext) -> list[Case]:
             except FieldTooLong as exc:
                 ctx.report.fail(where, "field_too_long", str(exc))
                 continue
-            except (ValidationError, ValueError, TypeError) as exc:
+            except ValidationError as exc:
+                ctx.report.fail(where, "article_malformed", validation_message(exc))
+                continue
+            except (ValueError, TypeError) as exc:
                 ctx.report.fail(where, "article_malformed", f"{type(exc).__name__}: {exc}")
                 continue
             if case is not None:

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.ingest.base import IngestContext, numeric_scores, path_digest, read_csv_rows, to_float
-from curation.ingest.volumes import inspect_volume
-from curation.parallel import pmap
+from curation.ingest.volumes import volumes_by_session
 from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
 
 
@@ -57,13 +56,7 @@ def ingest(ctx: IngestContext) -> list[Case]:
             continue
         headers.append(str(path))
 
-    by_session: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
-    tasks = [(h, ctx.bounds.max_volume_bytes) for h in headers]
-    for hdr, info in zip(headers, pmap(inspect_volume, tasks, workers=ctx.workers, scheduler=ctx.scheduler),
-                         strict=True):
-        ctx.report.inputs += 1
-        if ctx.report.record(ctx.rel_raw(Path(hdr)), info):
-            by_session[Path(hdr).relative_to(ctx.raw).parts[0]].append((hdr, info.data))
+    by_session = volumes_by_session(ctx, headers)
 
     subjects: dict[str, list[str]] = defaultdict(list)
     for session in sorted(set(rows) | set(by_session)):

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.ingest.base import IngestContext, path_digest, read_csv_rows, to_float
-from curation.ingest.volumes import inspect_volume
-from curation.parallel import pmap
+from curation.ingest.volumes import volumes_by_session
 from curation.report import Outcome
 from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
 
@@ -44,13 +43,7 @@ def ingest(ctx: IngestContext) -> list[Case]:
             ctx.report.skip(ctx.rel_raw(path), "not_in_image_layout", "not a NIfTI under OAS3xxxx_MR_dNNNN/")
             continue
         volumes.append(str(path))
-    by_session: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
-    tasks = [(v, ctx.bounds.max_volume_bytes) for v in volumes]
-    for vol, info in zip(volumes, pmap(inspect_volume, tasks, workers=ctx.workers, scheduler=ctx.scheduler),
-                         strict=True):
-        ctx.report.inputs += 1
-        if ctx.report.record(ctx.rel_raw(Path(vol)), info):
-            by_session[Path(vol).relative_to(ctx.raw).parts[0]].append((vol, info.data))
+    by_session = volumes_by_session(ctx, volumes)
 
     subjects: dict[str, list[str]] = defaultdict(list)
     for session in by_session:

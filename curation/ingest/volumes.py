@@ -5,13 +5,14 @@ from __future__ import annotations
 import gzip
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from curation.imaging.io import VolumeTooLarge, check_volume_header, volume_bytes
+from curation.parallel import pmap
 from curation.report import Outcome
 
-# the header bound lives in imaging.io; imaging/convert.py, imaging/normalize.py and the CLI import it from here
-__all__ = ["VolumeTooLarge", "check_volume_header", "inspect_volume", "volume_bytes"]
+if TYPE_CHECKING:
+    from curation.ingest.base import IngestContext
 
 CHUNK = 1 << 20
 
@@ -61,3 +62,17 @@ def inspect_volume(task: str | tuple[str, int | None]) -> Outcome:
         return Outcome.failure("volume_unreadable", f"truncated: {type(exc).__name__}: {exc}")
     except Exception as exc:
         return Outcome.failure("volume_unreadable", f"{type(exc).__name__}: {exc}")
+
+
+def volumes_by_session(ctx: IngestContext, paths: list[str]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """Each volume checked (in parallel, within ``bounds.max_volume_bytes``) and counted as an input; the complete
+    ones grouped by their session folder (the first part of their path under the raw folder), the rest
+    quarantined."""
+    by_session: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    tasks = [(p, ctx.bounds.max_volume_bytes) for p in paths]
+    for path, info in zip(paths, pmap(inspect_volume, tasks, workers=ctx.workers, scheduler=ctx.scheduler),
+                          strict=True):
+        ctx.report.inputs += 1
+        if ctx.report.record(ctx.rel_raw(Path(path)), info):
+            by_session.setdefault(Path(path).relative_to(ctx.raw).parts[0], []).append((path, info.data))
+    return by_session

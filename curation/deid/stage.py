@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,22 +73,21 @@ def run(params: DeidentifyParams, src: Path, dst: Path, *, workers: int = 1, sch
     secret = project_secret() if secret is None else secret
     report = Report(stage="deidentify")
     text = TextDeidentifier(params.text, secret)
-    audit: list[dict[str, Any]] = []
     out_cases: list[Case] = []
     with staged_dir(dst) as staging:
+        job = _Job(params, secret, src, staging, dst, report, workers=workers, scheduler=scheduler)
         for cf in case_files:
             known = _source_ids(cf.parent / "private" / "id_map.jsonl")
             for case in read_jsonl(cf, Case):
                 report.counts["cases"] += 1
                 _clean_texts(case, text, date_offset_days(case.case_id, secret, params.dicom.max_date_shift_days),
-                             known.get(case.case_id, []), report, audit)
-                out_cases.append(_case(case, params, secret, text, src, staging, dst, report, audit, workers,
-                                       scheduler))
+                             known.get(case.case_id, []), report, job.audit)
+                out_cases.append(_case(job, case))
         out_cases.sort(key=lambda c: c.case_id)
         report.inputs = sum(report.counts[k] for k in ("dicom_files_in", "volumes_in", "figures_in"))
         write_jsonl(staging / "cases.jsonl", out_cases)
         report.outputs = report.inputs - sum(report.failures.values())
-        write_jsonl(staging / "audit.jsonl", audit)
+        write_jsonl(staging / "audit.jsonl", job.audit)
         report.write_quarantine(staging / "quarantine.jsonl")
         report.metrics["annex_e_edition"] = load_table().edition
         report.check_failure_rate(params.max_failure_rate, report_path, dst)
@@ -95,86 +95,120 @@ def run(params: DeidentifyParams, src: Path, dst: Path, *, workers: int = 1, sch
     return report
 
 
-def _case(case: Case, params: DeidentifyParams, secret: bytes, text: TextDeidentifier, src: Path, staging: Path,
-          final: Path, report: Report, audit: list[dict[str, Any]], workers: int, scheduler: str | None) -> Case:
+@dataclass
+class _Job:
+    """One deidentify run: files are read inside ``src``, written under ``staging`` and named in records by where
+    they will be (``final``); every file is counted in ``report`` and its actions listed in ``audit``."""
+
+    params: DeidentifyParams
+    secret: bytes
+    src: Path
+    staging: Path
+    final: Path
+    report: Report
+    audit: list[dict[str, Any]] = field(default_factory=list)
+    workers: int = 1
+    scheduler: str | None = None
+
+    def record(self, path: str, res: Outcome) -> bool:
+        """Count ``res`` for the input ``path`` (shown relative to the input folder); True when it succeeded."""
+        return self.report.record(input_rel(path, self.src), res)
+
+    def readable(self, path: str) -> bool:
+        return readable(path, self.src)
+
+    def written(self, rel: Path) -> str:
+        """The record path of an output at ``rel`` under the stage folder."""
+        return relpath(self.final / rel)
+
+
+def _case(job: _Job, case: Case) -> Case:
     case = case.model_copy(deep=True)
     for fig in case.figures:
         if fig.path:
-            report.counts["figures_in"] += 1
-            out_rel = Path("files") / safe_name(case.case_id) / f"{safe_name(fig.figure_id)}.png"
-            res = (clean_image(fig.path, str(staging / out_rel), params.bounds.max_image_pixels)
-                   if _readable(fig.path, src) else _OUTSIDE)
-            if report.record(_in_rel(fig.path, src), res):
-                fig.path = relpath(final / out_rel)
-                audit.append({"case_id": case.case_id, "file": fig.path, "actions": {"metadata": "X"}})
-            else:
-                fig.path, fig.missing = None, True
+            _figure(job, case, fig)
     for visit in case.visits:
         kept = []
         for series in visit.series:
-            if _series(case, series, params, secret, src, staging, final, report, audit, workers, scheduler):
+            if _series(job, case, series):
                 kept.append(series)
             else:
-                report.counts["series_dropped_all_files_quarantined"] += 1
+                job.report.counts["series_dropped_all_files_quarantined"] += 1
         visit.series = kept
     case.provenance.stages["deidentify"] = f"{load_table().edition}; options=" + ",".join(
-        k for k, v in params.dicom.model_dump().items() if v is True)
+        k for k, v in job.params.dicom.model_dump().items() if v is True)
     return case
 
 
-_in_rel = input_rel
-_readable = readable
-_OUTSIDE = OUTSIDE_INPUT
+def _figure(job: _Job, case: Case, fig: Any) -> None:
+    """A case-report figure re-encoded without its metadata, or marked missing when it cannot be."""
+    job.report.counts["figures_in"] += 1
+    out_rel = Path("files") / safe_name(case.case_id) / f"{safe_name(fig.figure_id)}.png"
+    res = (clean_image(fig.path, str(job.staging / out_rel), job.params.bounds.max_image_pixels)
+           if job.readable(fig.path) else OUTSIDE_INPUT)
+    if job.record(fig.path, res):
+        fig.path = job.written(out_rel)
+        job.audit.append({"case_id": case.case_id, "file": fig.path, "actions": {"metadata": "X"}})
+    else:
+        fig.path, fig.missing = None, True
 
 
-def _series(case: Case, series: Any, params: DeidentifyParams, secret: bytes, src: Path, staging: Path, final: Path,
-            report: Report, audit: list[dict[str, Any]], workers: int, scheduler: str | None) -> bool:
+def _series(job: _Job, case: Case, series: Any) -> bool:
+    """A series de-identified in place (its files now the stage's outputs); False when nothing of it is left."""
     base = Path("files") / safe_name(case.case_id) / safe_name(series.series_id)
     if series.format == "dicom":
-        readable = [f for f in series.files if _readable(f, src)]
-        for f in series.files:
-            if f not in readable:
-                report.counts["dicom_files_in"] += 1
-                report.record(_in_rel(f, src), _OUTSIDE)
-        # outputs named by position: an input's own name can carry the participant id, dates or UIDs (ADNI and
-        # scanner exports do)
-        tasks = [(f, str(staging / base / _out_name(n)), params.dicom, secret, case.case_id, case.case_id)
-                 for n, f in enumerate(readable, 1)]
-        files = []
-        for (f, out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=workers, scheduler=scheduler),
-                                    strict=True):
-            report.counts["dicom_files_in"] += 1
-            if report.record(_in_rel(f, src), res):
-                files.append(relpath(final / base / Path(out).name))
-                report.counts["dicom_values_verified"] += res.data.get("values_checked", 0)
-                audit.append({"case_id": case.case_id, "file": files[-1], "annex_e": edition_id(),
-                              "actions": res.data["actions"]})
-        series.files = files
-        return bool(files)
+        return _dicom_series(job, case, series, base)
     if series.format in ("analyze", "nifti"):
-        vol = next((f for f in series.files if f.endswith((".hdr", ".nii", ".nii.gz"))), None)
-        if vol is None:
-            report.fail(_in_rel(series.files[0], src) if series.files else series.series_id, "volume_missing",
-                        "series lists no volume file")
-            return False
-        name = safe_name(Path(vol).name)
-        res = (clean_volume(vol, str(staging / base / name), params.bounds.max_volume_bytes)
-               if _readable(vol, src) else _OUTSIDE)
-        report.counts["volumes_in"] += 1
-        if not report.record(_in_rel(vol, src), res):
-            return False
-        files = [relpath(final / base / name)]
-        if name.endswith(".hdr"):
-            files.append(relpath(final / base / name.replace(".hdr", ".img")))
-        actions = {f: "X" for f in res.data["removed"]}
-        if series.sidecar:
-            series.sidecar, dropped = clean_sidecar(series.sidecar, params.dicom.retain_device_identity)
-            actions.update({f"sidecar.{k}": "X" for k in dropped})
-        series.files = files
-        audit.append({"case_id": case.case_id, "file": files[0], "actions": actions})
-        return True
-    report.fail(series.series_id, "unsupported_format", series.format)
+        return _volume_series(job, case, series, base)
+    job.report.fail(series.series_id, "unsupported_format", series.format)
     return False
+
+
+def _dicom_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
+    readable = [f for f in series.files if job.readable(f)]
+    for f in series.files:
+        if f not in readable:
+            job.report.counts["dicom_files_in"] += 1
+            job.record(f, OUTSIDE_INPUT)
+    # outputs named by position: an input's own name can carry the participant id, dates or UIDs (ADNI and
+    # scanner exports do)
+    tasks = [(f, str(job.staging / base / _out_name(n)), job.params.dicom, job.secret, case.case_id, case.case_id)
+             for n, f in enumerate(readable, 1)]
+    files = []
+    for (f, out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=job.workers, scheduler=job.scheduler),
+                                strict=True):
+        job.report.counts["dicom_files_in"] += 1
+        if job.record(f, res):
+            files.append(job.written(base / Path(out).name))
+            job.report.counts["dicom_values_verified"] += res.data.get("values_checked", 0)
+            job.audit.append({"case_id": case.case_id, "file": files[-1], "annex_e": edition_id(),
+                              "actions": res.data["actions"]})
+    series.files = files
+    return bool(files)
+
+
+def _volume_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
+    vol = next((f for f in series.files if f.endswith((".hdr", ".nii", ".nii.gz"))), None)
+    if vol is None:
+        job.report.fail(input_rel(series.files[0], job.src) if series.files else series.series_id,
+                        "volume_missing", "series lists no volume file")
+        return False
+    name = safe_name(Path(vol).name)
+    res = (clean_volume(vol, str(job.staging / base / name), job.params.bounds.max_volume_bytes)
+           if job.readable(vol) else OUTSIDE_INPUT)
+    job.report.counts["volumes_in"] += 1
+    if not job.record(vol, res):
+        return False
+    files = [job.written(base / name)]
+    if name.endswith(".hdr"):
+        files.append(job.written(base / name.replace(".hdr", ".img")))
+    actions = {f: "X" for f in res.data["removed"]}
+    if series.sidecar:
+        series.sidecar, dropped = clean_sidecar(series.sidecar, job.params.dicom.retain_device_identity)
+        actions.update({f"sidecar.{k}": "X" for k in dropped})
+    series.files = files
+    job.audit.append({"case_id": case.case_id, "file": files[0], "actions": actions})
+    return True
 
 
 # ------------------------------------------------------------------ plain-file commands

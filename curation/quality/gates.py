@@ -136,8 +136,7 @@ def _client(llm: LlmParams, spec: ModelSpec | None = None, temperature: float | 
 
 def model_gates(items: list[Item], params: FilterParams, llm: LlmParams, report: Report) -> dict[str, tuple[str, Any]]:
     """LLM verifier, text-only shortcut and model-assisted difficulty; item_id -> (reason, detail) to drop."""
-    from curation.generate.augment import with_images
-    from curation.llm import Request, load_prompt, not_configured
+    from curation.llm import not_configured
 
     drop: dict[str, tuple[str, Any]] = {}
     why = not_configured(llm)
@@ -148,57 +147,85 @@ def model_gates(items: list[Item], params: FilterParams, llm: LlmParams, report:
     else:
         client = _client(llm)
         if params.llm_verifier:
-            prompt = load_prompt("verify_item", params.prompts_dir)
-            reqs = []
-            for i in items:
-                r = Request.from_prompt(prompt, None, context=i.context, question=i.question, options=i.options,
-                                        answer=i.answer)
-                r.messages = with_images(r.messages, i.images)
-                reqs.append(r)
-            for i, res in zip(items, client.run(reqs), strict=True):
-                if not res.ok:
-                    report.counts[f"verifier_failed:{(res.error or '').split(':')[0]}"] += 1
-                    continue
-                failed = [k for k in ("self_contained", "single_answer", "clinically_valid", "image_text_consistent")
-                          if not res.value[k]]
-                i.quality["verifier"] = {"model": client.model, "passed": not failed, "reason": res.value.get("reason")}
-                if failed:
-                    drop[i.item_id] = (f"verifier:{failed[0]}", res.value.get("reason") or "")
-            report.metrics["verifier_calls"] = client.usage.as_metrics()
+            _verify(client, items, params, report, drop)
         if params.text_only_check:
-            prompt = load_prompt("eval_answer", params.prompts_dir)
-            rates = _correct_rates(client, prompt, [i for i in items if i.item_id not in drop], 1, 0.0, False)
-            for i in items:
-                rate = rates.get(i.item_id)
-                if rate is None:
-                    continue
-                i.quality["text_only_correct_rate"] = rate
-                if rate >= 1.0:
-                    i.quality["image_not_needed"] = True
-                    report.counts["tagged:image_not_needed"] += 1
-                    if params.drop_image_not_needed:
-                        drop[i.item_id] = ("image_not_needed", "answered correctly without the image")
+            _text_only(client, items, params, report, drop)
     if params.difficulty_models:
-        from curation.llm import load_prompt as lp
-
-        prompt = lp("eval_answer", params.prompts_dir)
-        per_model: dict[str, dict[str, float | None]] = {}
-        live = [i for i in items if i.item_id not in drop]
-        for spec in params.difficulty_models:
-            per_model[spec.name] = _correct_rates(_client(llm, spec, 0.7), prompt, live, params.difficulty_samples,
-                                                  0.7, True)
-        for i in live:
-            rates = {m: r[i.item_id] for m, r in per_model.items() if r.get(i.item_id) is not None}
-            if not rates:
-                continue
-            mean = sum(rates.values()) / len(rates)
-            i.quality["difficulty_pass_rates"] = rates
-            i.difficulty = "easy" if mean >= 0.8 else ("medium" if mean >= 0.4 else "hard")
-            report.counts[f"difficulty:{i.difficulty}"] += 1
-            all_correct = len(rates) == len(per_model) and all(r >= 1.0 for r in rates.values())
-            if params.drop_if_all_models_correct and all_correct:
-                drop[i.item_id] = ("too_easy:all_filter_models_correct", rates)
+        _difficulty(items, params, llm, report, drop)
     return drop
+
+
+VERIFIER_CHECKS = ("self_contained", "single_answer", "clinically_valid", "image_text_consistent")
+
+
+def _verify(client: Any, items: list[Item], params: FilterParams, report: Report,
+            drop: dict[str, tuple[str, Any]]) -> None:
+    """The LLM verifier on each item with its images; an item failing any of ``VERIFIER_CHECKS`` is dropped."""
+    from curation.generate.augment import with_images
+    from curation.llm import Request, load_prompt
+
+    prompt = load_prompt("verify_item", params.prompts_dir)
+    reqs = []
+    for i in items:
+        r = Request.from_prompt(prompt, None, context=i.context, question=i.question, options=i.options,
+                                answer=i.answer)
+        r.messages = with_images(r.messages, i.images)
+        reqs.append(r)
+    for i, res in zip(items, client.run(reqs), strict=True):
+        if not res.ok:
+            report.counts[f"verifier_failed:{(res.error or '').split(':')[0]}"] += 1
+            continue
+        failed = [k for k in VERIFIER_CHECKS if not res.value[k]]
+        i.quality["verifier"] = {"model": client.model, "passed": not failed, "reason": res.value.get("reason")}
+        if failed:
+            drop[i.item_id] = (f"verifier:{failed[0]}", res.value.get("reason") or "")
+    report.metrics["verifier_calls"] = client.usage.as_metrics()
+
+
+def _text_only(client: Any, items: list[Item], params: FilterParams, report: Report,
+               drop: dict[str, tuple[str, Any]]) -> None:
+    """The model answers each item still kept without its images; one it gets right is tagged image_not_needed
+    (and dropped when ``drop_image_not_needed``)."""
+    from curation.llm import load_prompt
+
+    prompt = load_prompt("eval_answer", params.prompts_dir)
+    rates = _correct_rates(client, prompt, [i for i in items if i.item_id not in drop], 1, 0.0, False)
+    for i in items:
+        rate = rates.get(i.item_id)
+        if rate is None:
+            continue
+        i.quality["text_only_correct_rate"] = rate
+        if rate >= 1.0:
+            i.quality["image_not_needed"] = True
+            report.counts["tagged:image_not_needed"] += 1
+            if params.drop_image_not_needed:
+                drop[i.item_id] = ("image_not_needed", "answered correctly without the image")
+
+
+def _difficulty(items: list[Item], params: FilterParams, llm: LlmParams, report: Report,
+                drop: dict[str, tuple[str, Any]]) -> None:
+    """Each difficulty model answers the kept items ``difficulty_samples`` times with their images: the mean pass
+    rate grades the item easy / medium / hard; one every model always gets right is dropped when
+    ``drop_if_all_models_correct``."""
+    from curation.llm import load_prompt
+
+    prompt = load_prompt("eval_answer", params.prompts_dir)
+    per_model: dict[str, dict[str, float | None]] = {}
+    live = [i for i in items if i.item_id not in drop]
+    for spec in params.difficulty_models:
+        per_model[spec.name] = _correct_rates(_client(llm, spec, 0.7), prompt, live, params.difficulty_samples,
+                                              0.7, True)
+    for i in live:
+        rates = {m: r[i.item_id] for m, r in per_model.items() if r.get(i.item_id) is not None}
+        if not rates:
+            continue
+        mean = sum(rates.values()) / len(rates)
+        i.quality["difficulty_pass_rates"] = rates
+        i.difficulty = "easy" if mean >= 0.8 else ("medium" if mean >= 0.4 else "hard")
+        report.counts[f"difficulty:{i.difficulty}"] += 1
+        all_correct = len(rates) == len(per_model) and all(r >= 1.0 for r in rates.values())
+        if params.drop_if_all_models_correct and all_correct:
+            drop[i.item_id] = ("too_easy:all_filter_models_correct", rates)
 
 
 # -- balance and splits -----------------------------------------------------------------------------------

@@ -144,8 +144,6 @@ def _validity_report(path: Path | None) -> dict[str, Any] | None:
 def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | None = None,
         params_file: Path = Path("params.yaml"), lock_file: Path = Path("dvc.lock"),
         validity: Path | None = None) -> Report:
-    from curation.deid.verify import verify_dir
-
     src, releases = Path(src), Path(releases)
     if not (src / "items.jsonl").exists():
         raise InputError("no items.jsonl (run the review stage first)", src)
@@ -154,66 +152,25 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
     report = Report(stage="release")
     items = sorted(read_jsonl(src / "items.jsonl", Item), key=lambda i: i.item_id)
     report.inputs = len(items)
-    unreviewed = [i for i in items if i.status != "reviewed"]
-    if params.require_review and unreviewed:
-        raise VerificationError(f"{len(unreviewed)} items lack expert review and release.require_review is true")
-    shipped = [i for i in items if params.redistribution.get(i.source.value, "pixels") != "exclude"]
-    gate = template_validity(shipped, _validity_report(validity), params.allow_shortcut_templates)
-    if gate["refused"]:
-        raise VerificationError(f"template(s) {', '.join(gate['refused'])} beat chance blind or without the image by "
-                                "more than filter.validity.max_blind_lift and were not blocked; block them or name "
-                                "them in release.allow_shortcut_templates")
+    gate = _admit(items, params, validity)
     staging_parent = releases / f".{name}.building"
     shutil.rmtree(staging_parent, ignore_errors=True)
     with staged_dir(staging_parent) as staging:
         (staging / "images").mkdir(parents=True)
         rows = _rows(items, params, staging / "images", report)
         files = _write_parquet(rows, staging, params.arrow_copy)
-        counts: dict[str, dict[str, int]] = {
-            "split": dict(sorted(Counter(r.split for r in rows).items())),
-            "task_type": dict(sorted(Counter(r.task_type for r in rows).items())),
-            "format": dict(sorted(Counter(r.format for r in rows).items())),
-            "visual_dim": dict(sorted(Counter(d for r in rows for d in r.visual_dims).items())),
-            "reasoning_dim": dict(sorted(Counter(d for r in rows for d in r.reasoning_dims).items())),
-            "source": dict(sorted(Counter(r.source for r in rows).items())),
-            "review_status": dict(sorted(Counter(r.review_status for r in rows).items())),
-        }
+        counts = _counts(rows)
         write_text(staging / "canary.txt", params.canary + "\n")
-        checks = Counter(c for i in items for c in i.quality if c in ("verifier", "text_only_correct_rate",
-                                                                      "difficulty_pass_rates", "image_not_needed"))
         write_bytes(staging / "assets" / "distribution.png", distribution_plot(counts))
-        licenses = sorted({r.license for r in rows})
         croissant.write(staging, params, name, f"{name}: multimodal neurology reasoning benchmark, {len(rows)} items.",
-                        licenses)
-        from curation.review.merge import agreement as review_agreement
-
-        ag = review_agreement({i.item_id: i.review.decisions for i in items if i.review and i.review.decisions})
-        agreement = {"doubly_reviewed": ag["doubly_reviewed"], "kappa": ag["cohen_kappa_verdict"],
-                     "alpha": ag["krippendorff_alpha_verdict"]}
-        write_text(staging / "README.md", render_card(params, name, rows, counts, files, dict(checks), agreement,
-                                                          validity=gate))
-        findings = verify_dir(staging)
-        if findings:
-            report.metrics["deid_findings"] = [f.line() for f in findings[:50]]
-            report.write(report_path)
-            raise VerificationError(f"de-identification verifier found {len(findings)} residual identifier(s); "
-                                    f"first: {findings[0].line()}")
-        sums = {p.relative_to(staging).as_posix(): sha256_file(p)
-                for p in sorted(x for x in staging.rglob("*") if x.is_file())}
-        manifest = ReleaseManifest(
-            name=params.name, version=params.version,
-            created_from={"git_revision": _git_revision(), **_git_tree_state(),
-                          "dvc_lock_sha256": _hash_file(lock_file), "params_sha256": _hash_file(params_file)},
-            counts=counts, files=sums, canary=params.canary,
-            licenses=dict(sorted(Counter(r.license for r in rows).items())),
-            reviewed_items=sum(r.review_status == "reviewed" for r in rows),
-            unreviewed_items=sum(r.review_status != "reviewed" for r in rows),
-        )
-        write_json(staging / MANIFEST, manifest)
+                        sorted({r.license for r in rows}))
+        write_text(staging / "README.md", render_card(params, name, rows, counts, files, _checks(items),
+                                                      _agreement(items), validity=gate))
+        _verify_deid(staging, report, report_path)
+        write_json(staging / MANIFEST, _manifest(params, staging, counts, rows, lock_file, params_file))
         # the card names the manifest's digest; the manifest holds the card's checksum with the placeholder
-        digest = sha256_file(staging / MANIFEST)
         card = (staging / "README.md").read_text(encoding="utf-8")
-        write_text(staging / "README.md", with_digest(card, digest))
+        write_text(staging / "README.md", with_digest(card, sha256_file(staging / MANIFEST)))
         if dst.exists():
             if not (dst / MANIFEST).exists() or _tree_digest(dst) != _tree_digest(staging):
                 raise VerificationError(f"release {name} already exists with different content; bump release.version",
@@ -229,3 +186,75 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
     report.metrics["counts"] = counts
     report.write(report_path)
     return report
+
+
+def _admit(items: list[Item], params: ReleaseParams, validity: Path | None) -> dict[str, Any]:
+    """Refuse a release with unreviewed items (when review is required) or with a shipped template that beat chance
+    without its image and was not blocked; returns the validity gate the card reports."""
+    unreviewed = [i for i in items if i.status != "reviewed"]
+    if params.require_review and unreviewed:
+        raise VerificationError(f"{len(unreviewed)} items lack expert review and release.require_review is true")
+    shipped = [i for i in items if params.redistribution.get(i.source.value, "pixels") != "exclude"]
+    gate = template_validity(shipped, _validity_report(validity), params.allow_shortcut_templates)
+    if gate["refused"]:
+        raise VerificationError(f"template(s) {', '.join(gate['refused'])} beat chance blind or without the image by "
+                                "more than filter.validity.max_blind_lift and were not blocked; block them or name "
+                                "them in release.allow_shortcut_templates")
+    return gate
+
+
+def _counts(rows: list[ReleaseRow]) -> dict[str, dict[str, int]]:
+    def count(values: Any) -> dict[str, int]:
+        return dict(sorted(Counter(values).items()))
+
+    return {
+        "split": count(r.split for r in rows),
+        "task_type": count(r.task_type for r in rows),
+        "format": count(r.format for r in rows),
+        "visual_dim": count(d for r in rows for d in r.visual_dims),
+        "reasoning_dim": count(d for r in rows for d in r.reasoning_dims),
+        "source": count(r.source for r in rows),
+        "review_status": count(r.review_status for r in rows),
+    }
+
+
+def _checks(items: list[Item]) -> dict[str, int]:
+    """How many items each model-based quality check ran on (the card says which ran)."""
+    return dict(Counter(c for i in items for c in i.quality if c in ("verifier", "text_only_correct_rate",
+                                                                      "difficulty_pass_rates", "image_not_needed")))
+
+
+def _agreement(items: list[Item]) -> dict[str, Any]:
+    from curation.review.merge import agreement
+
+    ag = agreement({i.item_id: i.review.decisions for i in items if i.review and i.review.decisions})
+    return {"doubly_reviewed": ag["doubly_reviewed"], "kappa": ag["cohen_kappa_verdict"],
+            "alpha": ag["krippendorff_alpha_verdict"]}
+
+
+def _verify_deid(staging: Path, report: Report, report_path: Path | None) -> None:
+    """The de-identification verifier over everything the release would ship; a finding refuses the release."""
+    from curation.deid.verify import verify_dir
+
+    findings = verify_dir(staging)
+    if findings:
+        report.metrics["deid_findings"] = [f.line() for f in findings[:50]]
+        report.write(report_path)
+        raise VerificationError(f"de-identification verifier found {len(findings)} residual identifier(s); "
+                                f"first: {findings[0].line()}")
+
+
+def _manifest(params: ReleaseParams, staging: Path, counts: dict[str, dict[str, int]], rows: list[ReleaseRow],
+              lock_file: Path, params_file: Path) -> ReleaseManifest:
+    """Checksums of every file in the release, the counts, and what it was built from."""
+    sums = {p.relative_to(staging).as_posix(): sha256_file(p)
+            for p in sorted(x for x in staging.rglob("*") if x.is_file())}
+    return ReleaseManifest(
+        name=params.name, version=params.version,
+        created_from={"git_revision": _git_revision(), **_git_tree_state(),
+                      "dvc_lock_sha256": _hash_file(lock_file), "params_sha256": _hash_file(params_file)},
+        counts=counts, files=sums, canary=params.canary,
+        licenses=dict(sorted(Counter(r.license for r in rows).items())),
+        reviewed_items=sum(r.review_status == "reviewed" for r in rows),
+        unreviewed_items=sum(r.review_status != "reviewed" for r in rows),
+    )

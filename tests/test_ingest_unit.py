@@ -133,3 +133,27 @@ def test_jats_case_report_with_a_found_and_a_missing_figure(tmp_path: Path) -> N
                           ("readme.md", "skipped:not_jats")}
     assert report["incomplete_by_reason"] == {"incomplete:figure_missing": 1}
     assert report["failures_by_reason"] == {"xml_invalid": 1}
+
+
+def test_deidentified_volumes_do_not_keep_the_source_names(tmp_path: Path) -> None:
+    """OASIS names each file by participant and session (OAS1_0001_MR1_mpr-1_anon.hdr): the de-identified copies
+    are named by format, so no record or file name after deidentify links the pseudonym to the participant."""
+    from curation.deid.stage import run as deidentify
+
+    raw = tmp_path / "raw"
+    for session in ("OAS1_0001_MR1", "OAS1_0001_MR2"):
+        analyze(raw / session / "RAW" / f"{session}_mpr-1_anon.hdr")
+    (raw / "oasis_cross-sectional.csv").write_text(
+        OASIS_HEADER + "OAS1_0001_MR1,F,R,74,2,3,29,0,1344,0.743,1.306,N/A\n"
+        + "OAS1_0001_MR2,F,R,74,2,3,29,0,1344,0.743,1.306,14\n")
+    run_source("oasis1", raw, tmp_path / "ingest" / "oasis1")
+    assert "OAS1_0001" in (tmp_path / "ingest" / "oasis1" / "cases.jsonl").read_text()  # ingest keeps them
+
+    deidentify(project_params().deidentify, tmp_path / "ingest", tmp_path / "deid", secret=SECRET)
+    (case,) = read_jsonl(tmp_path / "deid" / "cases.jsonl", Case)
+    files = [f for v in case.visits for s in v.series for f in s.files]
+    assert [Path(f).name for f in files] == ["volume.hdr", "volume.img"] * 2 and all(Path(f).is_file() for f in files)
+    written = [p.relative_to(tmp_path / "deid").as_posix() for p in (tmp_path / "deid").rglob("*")]
+    assert not [w for w in written if "OAS1" in w]
+    assert "OAS1" not in (tmp_path / "deid" / "cases.jsonl").read_text()
+    assert "OAS1" not in (tmp_path / "deid" / "audit.jsonl").read_text()

@@ -193,7 +193,9 @@ def _volume_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
         job.report.fail(input_rel(series.files[0], job.src) if series.files else series.series_id,
                         "volume_missing", "series lists no volume file")
         return False
-    name = safe_name(Path(vol).name)
+    # named by format, like the DICOM outputs by position: a volume's own name carries the participant and
+    # session ids (OAS1_0042_MR1_mpr-1_anon.hdr, sub-OAS30001_ses-d0129_T1w.nii.gz)
+    name = "volume" + next(ext for ext in (".nii.gz", ".nii", ".hdr") if vol.endswith(ext))
     res = (clean_volume(vol, str(job.staging / base / name), job.params.bounds.max_volume_bytes)
            if job.readable(vol) else OUTSIDE_INPUT)
     job.report.counts["volumes_in"] += 1

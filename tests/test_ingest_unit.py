@@ -157,3 +157,31 @@ def test_deidentified_volumes_do_not_keep_the_source_names(tmp_path: Path) -> No
     assert not [w for w in written if "OAS1" in w]
     assert "OAS1" not in (tmp_path / "deid" / "cases.jsonl").read_text()
     assert "OAS1" not in (tmp_path / "deid" / "audit.jsonl").read_text()
+
+
+def test_adni_image_ids_do_not_survive_deidentify(tmp_path: Path) -> None:
+    """ADNI names a series by its IDA image id (I100000), which the ADNI database links to the participant: after
+    deidentify each is a keyed pseudonym, stable under the secret, in the records and in the folder names."""
+    from curation.deid.stage import run as deidentify
+    from curation.records import write_jsonl
+    from curation.schema import Patient, Series, SourceName, Visit
+
+    def case() -> Case:
+        visits = []
+        for visit, image_id in (("bl", "I100000"), ("m12", "I100001")):
+            analyze(tmp_path / "ingest" / "adni" / "files" / "c1" / image_id / "scan.hdr")
+            files = [f"ingest/adni/files/c1/{image_id}/scan.{ext}" for ext in ("hdr", "img")]
+            visits.append(Visit(visit_id=visit, series=[Series(series_id=image_id, format="analyze", files=files)]))
+        return Case(case_id="adni-0123456789ab", source=SourceName.adni, license="ADNI DUA", patient=Patient(age=70),
+                    visits=visits)
+
+    write_jsonl(tmp_path / "ingest" / "adni" / "cases.jsonl", [case()])
+    ids = []
+    for out in ("deid", "deid-again"):
+        deidentify(project_params().deidentify, Path("ingest"), Path(out), secret=SECRET)
+        (done,) = read_jsonl(Path(out) / "cases.jsonl", Case)
+        ids.append([s.series_id for s in done.all_series()])
+        text = (Path(out) / "cases.jsonl").read_text() + (Path(out) / "audit.jsonl").read_text()
+        assert "I10000" not in text and not [p for p in Path(out).rglob("*") if "I10000" in p.as_posix()]
+        assert all(Path(f).is_file() for s in done.all_series() for f in s.files)
+    assert ids[0] == ids[1] and len(set(ids[0])) == 2 and all(i.startswith("img-") for i in ids[0])

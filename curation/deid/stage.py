@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,10 +12,11 @@ from curation.deid.dicom import date_offset_days, deidentify_file, edition_id, l
 from curation.deid.files import clean_image, clean_sidecar, clean_volume
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
+from curation.ingest.base import load_spec
 from curation.parallel import pmap
 from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams
 from curation.paths import OUTSIDE_INPUT, input_rel, printable, readable, safe_name, walk_files
-from curation.records import project_secret, read_jsonl, relpath, staged_dir, write_jsonl, write_text
+from curation.records import keyed_hash, project_secret, read_jsonl, relpath, staged_dir, write_jsonl, write_text
 from curation.report import Kind, Outcome, Report
 from curation.schema import Case
 
@@ -124,6 +126,10 @@ class _Job:
 
 def _case(job: _Job, case: Case) -> Case:
     case = case.model_copy(deep=True)
+    if _series_ids_identify(case.source.value):
+        for series in case.all_series():
+            series.series_id = "img-" + keyed_hash("series", case.case_id, series.series_id, secret=job.secret,
+                                                   length=10)
     for fig in case.figures:
         if fig.path:
             _figure(job, case, fig)
@@ -138,6 +144,13 @@ def _case(job: _Job, case: Case) -> Case:
     case.provenance.stages["deidentify"] = f"{load_table().edition}; options=" + ",".join(
         k for k, v in job.params.dicom.model_dump().items() if v is True)
     return case
+
+
+@functools.cache
+def _series_ids_identify(source: str) -> bool:
+    """Whether a source's series ids are its own image ids (ADNI's IDA ids, which its database links to the
+    participant): its ingest spec says so, and deidentify then replaces them with keyed pseudonyms."""
+    return bool(load_spec(source).get("series_ids_identify"))
 
 
 def _figure(job: _Job, case: Case, fig: Any) -> None:

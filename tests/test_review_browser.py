@@ -4,13 +4,15 @@ pager (opening on the slice with the demo lesion) and the evidence controls show
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from curation.records import read_jsonl
+from curation.deid.stage import series_pseudonym
+from curation.records import pseudonym, read_jsonl
 from curation.review import labelstudio as lsr
 from curation.schema import Case, Evidence, Generator, Item
 
@@ -25,13 +27,22 @@ def _env(label_studio, pipeline, monkeypatch):
     monkeypatch.chdir(pipeline)
 
 
+def baseline_flair(n: int) -> str:
+    """The series id of demo ADNI subject ``n``'s baseline FLAIR after deidentify (its IDA image id pseudonymised)."""
+    from curation.demo.corpus import ADNI_SUBJECTS
+
+    secret = os.environ["CURATION_SECRET"].encode()
+    case_id = pseudonym("adni", ADNI_SUBJECTS[n][0], secret=secret)
+    return series_pseudonym(case_id, f"I{100000 + 1000 * n + 1}", secret)
+
+
 def lesion_item(pipeline: Path) -> Item:
     """An item claiming the demo lesion: the baseline FLAIR of the demo ADNI subject with a lesion, at the slice the
     normalize stage placed on the lesion (or, without one, the slice through the phantom's lesion centre)."""
     from curation.demo.corpus import ADNI_SUBJECTS
 
     n, lesion = next((n, s[-1]) for n, s in enumerate(ADNI_SUBJECTS) if s[-1] is not None)
-    series_id = f"I{100000 + 1000 * n + 1}"  # the demo's image id of that subject's baseline FLAIR
+    series_id = baseline_flair(n)
     case, series = next((c, s) for c in read_jsonl(pipeline / "extract" / "cases.jsonl", Case)
                         for s in c.all_series() if c.source.value == "adni" and s.series_id == series_id)
     placed = next((r for r in series.renders if r.target == "lesion" and r.plane == "axial"), None)
@@ -84,7 +95,7 @@ def test_pushed_task_renders_stack_pager_and_question(pipeline, label_studio, tm
 
     m = next(n for n, subject in enumerate(ADNI_SUBJECTS) if subject[-1] is None)
     index = load_index(pipeline / "extract" / "cases.jsonl")
-    control = next(ref for key, ref in index.items() if key.endswith(f"/I{100000 + 1000 * m + 1}"))
+    control = next(ref for key, ref in index.items() if key.endswith(f"/{baseline_flair(m)}"))
     same_slice = StackBuilder(params("browser").stack, index, tmp_path / "stacks").build(
         control, "axial", item.evidence[0].slice_index, None)
     assert bright(pipeline / task.data["stack_paths"][0]) >= bright(Path(same_slice.paths[0])) + 50

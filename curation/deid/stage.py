@@ -128,8 +128,7 @@ def _case(job: _Job, case: Case) -> Case:
     case = case.model_copy(deep=True)
     if _series_ids_identify(case.source.value):
         for series in case.all_series():
-            series.series_id = "img-" + keyed_hash("series", case.case_id, series.series_id, secret=job.secret,
-                                                   length=10)
+            series.series_id = series_pseudonym(case.case_id, series.series_id, job.secret)
     for fig in case.figures:
         if fig.path:
             _figure(job, case, fig)
@@ -144,6 +143,11 @@ def _case(job: _Job, case: Case) -> Case:
     case.provenance.stages["deidentify"] = f"{load_table().edition}; options=" + ",".join(
         k for k, v in job.params.dicom.model_dump().items() if v is True)
     return case
+
+
+def series_pseudonym(case_id: str, series_id: str, secret: bytes) -> str:
+    """The series id deidentify gives a series whose source id identifies (``img-`` and a keyed hash)."""
+    return "img-" + keyed_hash("series", case_id, series_id, secret=secret, length=10)
 
 
 @functools.cache

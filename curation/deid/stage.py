@@ -12,6 +12,7 @@ from curation.deid.dicom import date_offset_days, deidentify_file, edition_id, l
 from curation.deid.files import clean_image, clean_sidecar, clean_volume
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
+from curation.imaging.io import VOLUME_SUFFIXES
 from curation.ingest.base import load_spec
 from curation.parallel import pmap
 from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams
@@ -182,15 +183,15 @@ def _series(job: _Job, case: Case, series: Any) -> bool:
 
 
 def _dicom_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
-    readable = [f for f in series.files if job.readable(f)]
+    inside = [f for f in series.files if job.readable(f)]
     for f in series.files:
-        if f not in readable:
+        if f not in inside:
             job.report.counts["dicom_files_in"] += 1
             job.record(f, OUTSIDE_INPUT)
     # outputs named by position: an input's own name can carry the participant id, dates or UIDs (ADNI and
     # scanner exports do)
     tasks = [(f, str(job.staging / base / _out_name(n)), job.params.dicom, job.secret, case.case_id, case.case_id)
-             for n, f in enumerate(readable, 1)]
+             for n, f in enumerate(inside, 1)]
     files = []
     for (f, out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=job.workers, scheduler=job.scheduler),
                                 strict=True):
@@ -205,14 +206,14 @@ def _dicom_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
 
 
 def _volume_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
-    vol = next((f for f in series.files if f.endswith((".hdr", ".nii", ".nii.gz"))), None)
+    vol = next((f for f in series.files if f.endswith(VOLUME_SUFFIXES)), None)
     if vol is None:
         job.report.fail(input_rel(series.files[0], job.src) if series.files else series.series_id,
                         "volume_missing", "series lists no volume file")
         return False
     # named by format, like the DICOM outputs by position: a volume's own name carries the participant and
     # session ids (OAS1_0042_MR1_mpr-1_anon.hdr, sub-OAS30001_ses-d0129_T1w.nii.gz)
-    name = "volume" + next(ext for ext in (".nii.gz", ".nii", ".hdr") if vol.endswith(ext))
+    name = "volume" + next(ext for ext in VOLUME_SUFFIXES if vol.endswith(ext))
     res = (clean_volume(vol, str(job.staging / base / name), job.params.bounds.max_volume_bytes)
            if job.readable(vol) else OUTSIDE_INPUT)
     job.report.counts["volumes_in"] += 1

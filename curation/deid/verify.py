@@ -12,7 +12,7 @@ from typing import Any
 from curation.deid.dicom import METHOD_CODES, OPTION_COLUMNS, effective_action, load_table
 from curation.deid.files import HEADER_TEXT_FIELDS, SIDECAR_DEVICE, SIDECAR_KEEP
 from curation.deid.text import policy
-from curation.imaging.io import is_dicom
+from curation.imaging.io import VOLUME_SUFFIXES, is_dicom
 
 PSEUDONYM = re.compile(r"^(?:[a-z0-9]{2,8}-[0-9a-f]{12}|ANON-[0-9a-f]{12}|ANONYMIZED)$")
 DUMMIES = {"ANONYMIZED", "20000101", "000000", "20000101000000", "0", "000Y", "2.25.0"}
@@ -61,7 +61,7 @@ def verify_dir(root: Path) -> list[Finding]:
         rel = path.relative_to(root).as_posix()
         name = path.name
         try:
-            if name.endswith((".nii", ".nii.gz", ".hdr")):
+            if name.endswith(VOLUME_SUFFIXES):
                 findings += _volume(path, rel)
             elif name.endswith(".jsonl"):
                 findings += _jsonl(path, rel)

@@ -8,7 +8,7 @@ from typing import Any
 import nibabel as nib
 import numpy as np
 
-from curation.imaging.io import VolumeTooLarge, check_volume_header, is_dicom, save_nifti
+from curation.imaging.io import VOLUME_SUFFIXES, VolumeTooLarge, check_volume_header, is_dicom, save_nifti
 
 __all__ = ["save_nifti"]  # re-exported: `curate imaging convert` writes through it
 
@@ -129,7 +129,7 @@ def load_volume(fmt: str, files: list[str], max_bytes: int | None = None) -> tup
     if fmt == "dicom":
         img, info = load_dicom_series(files, max_bytes)
     else:
-        path = next(f for f in files if f.endswith((".hdr", ".nii", ".nii.gz")))
+        path = next(f for f in files if f.endswith(VOLUME_SUFFIXES))
         src = nib.load(path)
         check_volume_header(src, max_bytes)
         data = np.asanyarray(src.dataobj).astype(np.float32)
@@ -153,7 +153,7 @@ def convert_path(src: Path, max_bytes: int | None = None) -> tuple[nib.Nifti1Ima
         if not files:
             raise ValueError("folder holds no DICOM files")
         return load_volume("dicom", files, max_bytes)
-    if src.name.endswith((".nii", ".nii.gz", ".hdr")):
+    if src.name.endswith(VOLUME_SUFFIXES):
         return load_volume("nifti", [str(src)], max_bytes)
     if is_dicom(src):
         return load_volume("dicom", [str(src)], max_bytes)

@@ -22,6 +22,8 @@ DICOMDIR_UID = "1.2.840.10008.1.3.10"
 DEFLATED = "1.2.840.10008.1.2.1.99"
 CHUNK = 1 << 20
 NOT_DICOM = Outcome.skip("not_dicom", "no DICM preamble")
+# the file of an Analyze (.hdr, beside its .img) or NIfTI volume that names it
+VOLUME_SUFFIXES = (".nii.gz", ".nii", ".hdr")
 
 
 # ------------------------------------------------------------------ DICOM

@@ -26,6 +26,7 @@ print(json.dumps({"seconds": wall, "ok": sum(r.ok for r in res), "cached_seconds
 """
 
 LATENCY = 0.2
+TARGET = 1.1  # issue 33: within 10% of n x latency / concurrency at concurrency 32
 
 
 def run(work: Path, root: Path) -> list[Figure]:
@@ -37,10 +38,10 @@ def run(work: Path, root: Path) -> list[Figure]:
         for conc, n in ((1, 40), (8, 200), (32, 1000)):
             r = json.loads(run_py(CLIENT, url, str(n), str(conc)))
             ideal = n * LATENCY / conc
-            target = "<= 1.5" if conc == 32 else ""
+            target = f"<= {TARGET}" if conc == 32 else ""
             out.append(Figure("llm", f"{n} calls at concurrency {conc} ({r['ok']} ok)", r["seconds"], "s",
                               f"ideal n x {LATENCY} s / concurrency", ideal, r["seconds"] / ideal, target,
-                              (r["seconds"] / ideal <= 1.5) if conc == 32 else None,
+                              (r["seconds"] / ideal <= TARGET) if conc == 32 else None,
                               {"rerun_from_cache_s": round(r["cached_seconds"], 3), "cache_hits": r["cache_hits"]}))
         return out
     finally:

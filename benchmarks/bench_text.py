@@ -102,6 +102,35 @@ def score(notes: dict[str, str], outputs: dict[str, str], gold: dict[str, list[d
             "leaks_by_type": {k: [leaks[k], totals[k]] for k in sorted(totals)}, "leaked": examples}
 
 
+HELDOUT = Path(__file__).with_name("text_heldout.jsonl")
+
+
+def score_heldout(deidentify: Any, path: Path = HELDOUT) -> dict[str, Any]:
+    """Recall and other words kept on the held-out notes of other styles (discharge summary, radiology and pathology
+    reports, letters, telephone and ED notes), written for this check, none of them the example of a pattern. Each
+    row names its identifiers as strings; every occurrence of one is PHI, the rest of the words are other words."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    total = n_leaks = kept = other = 0
+    examples = []
+    for row in rows:
+        text, out = row["text"], deidentify(row["text"])
+        covered: set[int] = set()
+        for p in row["phi"]:
+            for m in re.finditer(re.escape(p), text):
+                covered.update(range(m.start(), m.end()))
+            total += 1
+            if leaked(p, out):
+                n_leaks += 1
+                examples.append(f"{row['note']}:{p}")
+        have = Counter(m.group().lower() for m in WORD.finditer(out))
+        words = Counter(m.group().lower() for m in WORD.finditer(text)
+                        if not covered.intersection(range(m.start(), m.end())))
+        other += sum(words.values())
+        kept += sum(min(n, have[w]) for w, n in words.items())
+    return {"recall": 1 - n_leaks / total, "leaks": n_leaks, "spans": total, "kept": kept / other,
+            "other_words": other, "leaked": examples, "notes": len(rows)}
+
+
 POSITION = """
 import json, sys
 from pathlib import Path

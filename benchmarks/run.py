@@ -9,7 +9,7 @@ from pathlib import Path
 
 from benchmarks.common import ROOT, write_results
 
-ALL = ["generate", "llm", "imaging", "ingest", "dvc", "text"]
+ALL = ["generate", "llm", "imaging", "anatomy", "ingest", "dvc", "text"]
 
 
 def main(argv: list[str]) -> int:

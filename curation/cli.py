@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from curation.errors import CurationError
+from curation.errors import CurationError, ResourceError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,14 +49,22 @@ def clean_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except CurationError as exc:
-            _err(str(exc))
+        except (CurationError, ResourceError) as exc:
+            _err(" ".join(str(exc).split()))
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             _err("interrupted")
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def writer(out: Path) -> Any:
+    """The one-writer lock of a standalone command's output (a file or a folder): a second run into it is refused
+    at once, naming the holder (the stages lock theirs in ``staged_dir``)."""
+    from curation.records import output_lock
+
+    return output_lock(out)
 
 
 def _section(params: Path, name: str) -> Any:
@@ -182,9 +190,24 @@ def deid_dicom(
 ) -> None:
     """De-identify every DICOM file under IN_DIR (PS3.15 Annex E); others are listed in quarantine.jsonl."""
     from curation.deid.stage import deid_dicom_dir
+    from curation.records import staged_dir
 
-    _done(deid_dicom_dir(_section(params, "deidentify").dicom, in_dir, out_dir, workers=workers,
-                         scheduler=scheduler, secret=_secret(params)))
+    p, secret = _section(params, "deidentify").dicom, _secret(params)
+    _refuse_foreign(out_dir, "audit.jsonl")
+    # built beside OUT_DIR and swapped in whole: a failed run leaves the previous output as it was, never a mix
+    with staged_dir(out_dir) as staging:
+        report = deid_dicom_dir(p, in_dir, staging, workers=workers, scheduler=scheduler, secret=secret)
+    _done(report)
+
+
+def _refuse_foreign(out: Path, marker: str) -> None:
+    """A standalone command replaces its output folder whole; a folder of other files (no ``marker`` of an earlier
+    run) is refused rather than replaced."""
+    from curation.errors import InputError
+
+    if out.is_dir() and any(out.iterdir()) and not (out / marker).exists():
+        raise InputError(f"not an earlier output of this command (no {marker}) and not empty; refusing to replace "
+                         "it: name a new or empty folder", out)
 
 
 @deid_app.command("text")
@@ -197,7 +220,8 @@ def deid_text(
     """Replace PHI in clinical text (names, dates, ids, contacts, addresses, ages over 89)."""
     from curation.deid.stage import deid_text_path
 
-    _done(deid_text_path(_section(params, "deidentify").text, src, out, secret=_secret(params)))
+    with writer(out):
+        _done(deid_text_path(_section(params, "deidentify").text, src, out, secret=_secret(params)))
 
 
 @deid_app.command("deface")
@@ -214,7 +238,8 @@ def deid_deface(
     if not src.is_file():
         _err(f"{src}: no such file")
         raise typer.Exit(3)
-    typer.echo(json.dumps(deface_file(src, out, brain_mask=brain_mask), sort_keys=True))
+    with writer(out):
+        typer.echo(json.dumps(deface_file(src, out, brain_mask=brain_mask), sort_keys=True))
 
 
 @deid_app.command("verify")
@@ -277,11 +302,14 @@ def imaging_convert(
     except Exception as exc:
         _err(f"{src}: cannot convert ({type(exc).__name__}: {exc})")
         raise typer.Exit(3) from None
-    if out.name.endswith((".nii", ".nii.gz")):
-        save_nifti(img, out)
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        nib.save(img, str(out))
+    from curation.records import writing
+
+    with writer(out), writing(out):
+        if out.name.endswith((".nii", ".nii.gz")):
+            save_nifti(img, out)
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            nib.save(img, str(out))
     typer.echo(f"{out}: shape {tuple(img.shape)}, orientation {info['orientation']}")
 
 
@@ -291,6 +319,8 @@ def imaging_render(
     volume: Annotated[Path, typer.Argument(help="A NIfTI/Analyze volume.")],
     out_dir: Annotated[Path, typer.Argument(help="Folder for PNG renders and renders.json.")],
     params: ParamsOpt = Path("params.yaml"),
+    sequence: Annotated[str | None, typer.Option(help="The contrast (T1w, T2w, FLAIR, PD, ...): picks the "
+                                                      "registration template and the lesion polarity.")] = None,
 ) -> None:
     """Render mid/key slices in three planes plus a montage, and list them in renders.json."""
     from curation.imaging.normalize import process_series
@@ -298,13 +328,14 @@ def imaging_render(
     from curation.report import Outcome
 
     fmt = "analyze" if volume.name.endswith(".hdr") else "nifti"
-    res = Outcome.from_result(process_series({"format": fmt, "files": [str(volume)],
-                                              "params": _section(params, "normalize"), "out_dir": str(out_dir),
-                                              "final_dir": str(out_dir), "sequence": None}))
-    if not res.ok:
-        _err(f"{volume}: {res.reason} ({res.detail})")
-        raise typer.Exit(3)
-    write_json(out_dir / "renders.json", res.data["renders"])
+    with writer(out_dir):
+        res = Outcome.from_result(process_series({"format": fmt, "files": [str(volume)],
+                                                  "params": _section(params, "normalize"), "out_dir": str(out_dir),
+                                                  "final_dir": str(out_dir), "sequence": sequence}))
+        if not res.ok:
+            _err(f"{volume}: {res.reason} ({res.detail})")
+            raise typer.Exit(3)
+        write_json(out_dir / "renders.json", res.data["renders"])
     typer.echo(f"{out_dir}: {len(res.data['renders'])} renders")
 
 
@@ -413,7 +444,8 @@ def evaluate(
         write_skipped(out, reason)
         typer.echo(f"evaluate: skipped: {reason}")
         return
-    metrics = run_eval(p, release_dir, out, models)
+    with writer(out):
+        metrics = run_eval(p, release_dir, out, models)
     for name, m in metrics.items():
         typer.echo(f"evaluate {name}: MCQ accuracy {m['mcq_accuracy']}, pass@1 {m['pass_at_1']}, "
                    f"pass@k {m['pass_at_k']}, {m['overall']['n_scored']} items -> {out}")
@@ -597,8 +629,9 @@ def release_rebuild(
         if not sep or not name or not path:
             raise typer.BadParameter(f"--raw {spec!r}: expected SOURCE=PATH")
         sources[name] = Path(path)
-    return run(stage.params, release_dir, sources, out, workers=stage.workers, report_path=stage.report,
-               secret=stage.secret)
+    with writer(out):
+        return run(stage.params, release_dir, sources, out, workers=stage.workers, report_path=stage.report,
+                   secret=stage.secret)
 
 
 @release_app.command("diff")
@@ -659,7 +692,8 @@ def demo_data(out_dir: Annotated[Path, typer.Argument(help="Raw folder to fill, 
     """Write the deterministic synthetic demo corpus (five sources, real layouts, fake PHI)."""
     from curation.demo.corpus import write_demo_corpus
 
-    counts = write_demo_corpus(out_dir)
+    with writer(out_dir):
+        counts = write_demo_corpus(out_dir)
     typer.echo(", ".join(f"{k}: {v} files" for k, v in counts.items()))
 
 

@@ -52,6 +52,36 @@ class ServiceError(CurationError):
     exit_code = 7
 
 
+class BusyError(CurationError):
+    """Another run is writing the same output (one writer per output folder)."""
+
+    exit_code = 8
+
+
+class ResourceError(BaseException):
+    """The machine, not an input, failed a write: disk full, quota, permission, read-only filesystem.
+
+    A BaseException (as KeyboardInterrupt is) on purpose: per-input handlers catch ``Exception`` to turn one bad
+    input into a quarantine entry, and a full disk must stop the run instead, with the previous output kept. The CLI
+    reports it as one line, like a CurationError."""
+
+    exit_code = 9
+
+    def __init__(self, message: str, path: object | None = None, what: str = "") -> None:
+        self.path = None if path is None else str(path)
+        self.what = what or message  # the fault alone ("no space left on the device"), for a caller to re-word
+        super().__init__(f"{self.path}: {message}" if self.path else message)
+
+    def __reduce__(self) -> tuple[object, ...]:  # crosses process pools whole
+        return (_rebuild_resource_error, (str(self), self.path, self.what))
+
+
+def _rebuild_resource_error(text: str, path: str | None, what: str) -> ResourceError:
+    err = ResourceError(text, None, what)
+    err.path = path
+    return err
+
+
 def validation_message(exc: ValidationError) -> str:
     """A pydantic ``ValidationError`` as one line: where its first error is, and what it is (``a.b: msg``)."""
     first = exc.errors()[0]

@@ -81,7 +81,7 @@ class NormalizeParams(Section):
     max_reformat_spacing_mm: float = Field(1.5, gt=0)
     # lesion location: robust z against the series' own grey / white matter, largest cluster of at least min_mm3
     lesion_z: float = Field(4.0, gt=0)
-    lesion_min_mm3: float = Field(40.0, gt=0)
+    lesion_min_mm3: float = Field(250.0, gt=0)
     lesion_polarity: dict[str, Literal["hyper", "hypo"]] = Field(
         default_factory=lambda: {"FLAIR": "hyper", "T2w": "hyper", "DWI": "hyper", "SWI": "hypo", "T1w": "hypo"}
     )

@@ -18,6 +18,9 @@ from curation.report import Outcome
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME = 96
+# names Windows reserves for devices, with any extension (CON.png, nul.tar.gz) and in any case: a release holding one
+# cannot be unpacked there
+_RESERVED = re.compile(r"^(?:CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9]|CONIN\$|CONOUT\$)(?:\.|$)", re.IGNORECASE)
 _EXT = re.compile(r"(?:\.[A-Za-z0-9]{1,8}){1,2}$")
 
 
@@ -46,7 +49,7 @@ def safe_name(text: object, max_len: int = MAX_NAME) -> str:
     the result is never empty, ``.``/``..``, hidden or longer than ``max_len``.
     """
     raw = printable(str(text))
-    if _UNSAFE.search(raw) is None and not raw.startswith(".") and 0 < len(raw) <= max_len:
+    if portable(raw) and 0 < len(raw) <= max_len:
         return raw
     m = _EXT.search(raw)
     ext = m.group(0) if m and m.start() > 0 and raw[m.start() - 1] not in "/\\" else ""
@@ -54,6 +57,13 @@ def safe_name(text: object, max_len: int = MAX_NAME) -> str:
     digest = hashlib.sha256(stem_raw.encode("utf-8")).hexdigest()[:8]
     stem = _UNSAFE.sub("_", stem_raw).lstrip(".")[: max(1, max_len - 9 - len(ext))].rstrip("._-") or "x"
     return f"{stem}-{digest}{ext}"
+
+
+def portable(name: str) -> bool:
+    """A file name every common filesystem takes as it is: A-Z a-z 0-9 . _ - only, not hidden, not a Windows device
+    name (CON, NUL, AUX, COM1, LPT9... with any extension), not ending in a dot (Windows drops it)."""
+    return (_UNSAFE.search(name) is None and not name.startswith(".") and not name.endswith(".")
+            and _RESERVED.match(name) is None)
 
 
 def inside(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:

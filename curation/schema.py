@@ -178,6 +178,16 @@ class Provenance(Model):
     stages: dict[str, str] = Field(default_factory=dict)
 
 
+class SourceFlag(Model):
+    """Something in a source field that no model or reader should take as it stands: instruction-like text aimed at a
+    model (removed; ``rule`` names the pattern, ``sha256`` the removed sentence, never the text itself)."""
+
+    kind: Literal["instruction_like"]
+    field: str
+    rule: str
+    sha256: str
+
+
 class Case(Model):
     schema_version: str = SCHEMA_VERSION
     case_id: str
@@ -196,6 +206,11 @@ class Case(Model):
     diagnosis: Diagnosis = Field(default_factory=Diagnosis)
     findings: list[Finding] = Field(default_factory=list)
     provenance: Provenance = Field(default_factory=Provenance)
+    flags: list[SourceFlag] = Field(default_factory=list)
+
+    def flag_notes(self) -> list[str]:
+        """The case's flags as the one-line notes its items and review tasks carry."""
+        return [f"{f.field}: instruction-like text removed (rule {f.rule})" for f in self.flags]
 
     def all_series(self) -> list[Series]:
         return [s for v in self.visits for s in v.series]
@@ -295,6 +310,7 @@ class Item(Model):
     license: str = ""
     attribution: str | None = None
     status: Literal["draft", "kept", "rejected", "reviewed", "unreviewed", "released"] = "draft"
+    source_flags: list[str] = Field(default_factory=list, description="its case's flags (Case.flags), for review")
 
 
 class ReleaseManifest(Model):

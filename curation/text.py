@@ -29,3 +29,17 @@ def plain(text: str | None, keep: str = "") -> str:
 def spaced(text: str | None) -> str:
     """Lower case with whitespace collapsed; punctuation kept."""
     return " ".join((text or "").lower().split())
+
+
+# C0/C1 controls but tab, newline and carriage return; bidi embeddings, overrides and isolates (a right-to-left
+# override makes "gpj.exe" show as "exe.jpg"), marks, zero-width characters and the byte-order mark
+_HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+
+
+def visible(text: str, *, one_line: bool = False) -> tuple[str, int]:
+    """``text`` without control, bidi and zero-width characters (and, ``one_line``, with its whitespace collapsed, for
+    labels and names); returns the text and how many characters were removed."""
+    cleaned, n = _HIDDEN.subn("", text)
+    if one_line:
+        cleaned = " ".join(cleaned.split())
+    return cleaned, n

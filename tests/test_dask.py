@@ -50,7 +50,7 @@ def test_normalize_on_dask_matches_local(cluster, pipeline, tmp_path, monkeypatc
     p = load_params(ROOT / "params.yaml").normalize
     a = tmp_path / "a" / "out"
     b = tmp_path / "b" / "out"
-    run(p, pipeline / "deid", a)
+    run(p, pipeline / "deid", a, workers=2)  # local processes (one volume each, as the Dask workers run them)
     report = run(p, pipeline / "deid", b, scheduler=cluster)
     assert report.outputs > 20
     assert digest(a) == digest(b)

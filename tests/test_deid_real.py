@@ -16,7 +16,7 @@ from pydicom.sequence import Sequence
 
 from curation.deid import dicom as deid_dicom
 from curation.deid.dicom import deidentify_file, load_defaults, load_table, remap_uid
-from curation.deid.verify import compare_datasets, compare_files, verify_against
+from curation.deid.verify import compare_datasets, compare_files, verify_against, verify_dir
 from curation.params import DicomDeidParams
 from tests.dicom_cases import FIXTURES, IDENTITY, UNTABLED_DATE, build_cases, untabled
 
@@ -284,9 +284,11 @@ def test_scanner_protocol_document(tmp_path: Path) -> None:
         assert got.InstitutionName == "" if "InstitutionName" in got else True
 
 
-def test_retained_private_elements_get_the_safe_defaults(cases: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
-    """Retain Safe Private keeps private elements, but a date, name or UID in one is still shifted, replaced or
-    remapped (in any group, at any depth); file meta AE titles and private information go."""
+def test_retained_private_elements_get_the_safe_defaults(cases: dict[str, tuple[Path, Path]], tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retain Safe Private keeps the private elements its list names, but a date, name or UID in one is still
+    shifted, replaced or remapped (in any group, at any depth); file meta AE titles and private information go.
+    Unlisted, the same elements are removed."""
     src = pydicom.dcmread(cases["explicit"][0])
     block = src.private_block(0x0019, "ACME MR 1", create=True)
     block.add_new(0x10, "DA", "20040318")
@@ -300,6 +302,11 @@ def test_retained_private_elements_get_the_safe_defaults(cases: dict[str, tuple[
     out = tmp_path / "out.dcm"
     deid_dicom._CACHED.clear()
     assert deidentify_file(str(path), str(out), params, b"k", "patient-1", "ANON-aaaaaaaaaaaa").ok
+    assert not any(e.tag.is_private for e in pydicom.dcmread(out).iterall())  # not on the shipped list
+    listed = {**deid_dicom.load_safe_private(),
+              (0x0019, "ACME MR 1"): {0x10: "DA", 0x11: "UI", 0x12: "PN", 0x13: "LO"}}
+    monkeypatch.setattr(deid_dicom, "load_safe_private", lambda: listed)
+    assert deidentify_file(str(path), str(out), params, b"k", "patient-1", "ANON-aaaaaaaaaaaa").ok
     deid_dicom._CACHED.clear()
     got = pydicom.dcmread(out)
     kept = got.private_block(0x0019, "ACME MR 1")
@@ -307,3 +314,211 @@ def test_retained_private_elements_get_the_safe_defaults(cases: dict[str, tuple[
     assert kept[0x12].value == "ANONYMIZED" and kept[0x13].value == "coil 4"
     assert "SourceApplicationEntityTitle" not in got.file_meta
     assert compare_files(path, out, "priv").findings == []
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name", ["HFS", "MR^HFS"])
+def test_identity_string_that_is_also_a_code_quarantines_nothing(tmp_path: Path, name: str) -> None:
+    """A patient named "HFS" (an ADNI visit) scanned head first supine: the verifier does not take Patient Position
+    HFS (or Modality MR) for the name, so the file is written; the same string anywhere it is not a valid code of
+    its attribute is still found."""
+    src = sorted((FIXTURES / "siemens-xa30" / "5001_anat-T1w_acq-tfl").glob("*.dcm"))[0]
+    ds = pydicom.dcmread(src)
+    assert (ds.PatientPosition, ds.Modality) == ("HFS", "MR")
+    ds.PatientName = name
+    planted = tmp_path / "in.dcm"
+    ds.save_as(planted)
+    out = tmp_path / "out.dcm"
+    res = deidentify_file(str(planted), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
+    assert res.ok, res
+    written = pydicom.dcmread(out)
+    assert (written.PatientPosition, written.Modality) == ("HFS", "MR")
+    for plant in (lambda d: setattr(d, "SeriesDescription", "t1 HFS"),
+                  lambda d: setattr(d, "ImageType", ["ORIGINAL", "PRIMARY", "HFS"]),
+                  lambda d: setattr(d, "PatientOrientation", ["HFS", "A"])):  # CS, but not a code of that attribute
+        again = pydicom.dcmread(out)
+        plant(again)
+        found = [f.kind for f in compare_datasets(pydicom.dcmread(planted), again, "x").findings]
+        assert any("identity string of the input found" in k for k in found), found
+
+
+PE_HEADER = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff" + bytes(50) + b"This program cannot be run"
+
+
+def _real_slice() -> Path:
+    return sorted((FIXTURES / "siemens-xa30" / "5001_anat-T1w_acq-tfl").glob("*.dcm"))[0]
+
+
+@needs_fixtures
+@pytest.mark.parametrize("preamble", [b"PATIENT JOHN DOE 1955", PE_HEADER], ids=["name", "pe-polyglot"])
+def test_preamble_zeroed_and_checked(tmp_path: Path, preamble: bytes) -> None:
+    """The 128 bytes before DICM: zeroed in every file written (the audit says so); both verifiers report a
+    preamble that is not, the standalone scan and the differential one."""
+    raw = _real_slice().read_bytes()
+    planted = tmp_path / "in" / "x.dcm"
+    planted.parent.mkdir()
+    planted.write_bytes(preamble.ljust(128, b"\x00") + raw[128:])
+    out = tmp_path / "out" / "x.dcm"
+    res = deidentify_file(str(planted), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
+    assert res.ok and res.data["actions"]["preamble"] == "Z", res
+    written = out.read_bytes()
+    assert written[:128] == bytes(128) and written[128:132] == b"DICM"
+    assert preamble[:8] not in written
+    assert verify_dir(out.parent) == []
+    out.write_bytes(preamble.ljust(128, b"\x00") + written[128:])  # planted back
+    assert [f.kind for f in verify_dir(out.parent)] == ["preamble not zeroed"]
+    assert "preamble not zeroed" in [f.kind for f in compare_files(planted, out, "x").findings]
+
+
+@needs_fixtures
+def test_file_meta_cleaned_and_checked(tmp_path: Path) -> None:
+    """File meta: a surname in Implementation Version Name, a sender's AE title and a private meta element are
+    gone; the writer is the de-identifier; the verifiers report each one planted back."""
+    ds = pydicom.dcmread(_real_slice())
+    ds.file_meta.ImplementationVersionName = "QUIMBY_V1"
+    ds.file_meta.SourceApplicationEntityTitle = "QUIMBYWS"
+    ds.file_meta.PrivateInformationCreatorUID = "1.2.3.4"
+    ds.file_meta.PrivateInformation = b"QUIMBY JOSEPH"
+    planted = tmp_path / "in.dcm"
+    ds.save_as(planted)
+    out_dir = tmp_path / "out"
+    out = out_dir / "x.dcm"
+    res = deidentify_file(str(planted), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
+    assert res.ok, res
+    assert b"QUIMBY" not in out.read_bytes()
+    meta = pydicom.dcmread(out).file_meta
+    assert meta.ImplementationVersionName.startswith("PYDICOM ")
+    assert {int(e.tag) for e in meta} == {0x00020000, 0x00020001, 0x00020002, 0x00020003, 0x00020010, 0x00020012,
+                                          0x00020013}
+    assert verify_dir(out_dir) == []
+    for plant, kind in ((lambda m: setattr(m, "ImplementationVersionName", "QUIMBY_V1"), "writer other"),
+                        (lambda m: setattr(m, "SourceApplicationEntityTitle", "QUIMBYWS"), "file meta element")):
+        again = pydicom.dcmread(out)
+        plant(again.file_meta)
+        again.save_as(out)
+        assert any(kind in f.kind for f in verify_dir(out_dir)), kind
+        assert any(kind in f.kind for f in compare_files(planted, out, "x").findings), kind
+
+
+PII = "PII_TO_REMOVE"
+
+
+@needs_fixtures
+def test_patient_codes_kept_only_when_valid_and_identity_gone_from_every_vr(tmp_path: Path) -> None:
+    """A phantom session whose identity fields read PII_TO_REMOVE (as in a TCIA evaluation set), under Retain
+    Patient Characteristics: Ethnic Group, Smoking Status and Patient's Sex Neutered are kept only when valid,
+    Patient's Alternative Calendar and Responsible Person Role (no table row) only as a listed code; a surname in
+    a CS value (Image Type), a UR value and an OB value holding text is gone; valid values stay."""
+    table = load_table().rules
+    ds = pydicom.dcmread(_real_slice())
+    ds.PatientName = f"{PII}^QUIMBY"
+    ds.PatientID = PII
+    for kw in ("EthnicGroup", "SmokingStatus", "PatientSexNeutered", "PatientAlternativeCalendar",
+               "ResponsiblePersonRole"):
+        setattr(ds, kw, PII)
+    ds.ImageType = ["ORIGINAL", "PRIMARY", "QUIMBY", "M"]
+    setattr(ds, untabled("UR", table), "http://pacs.example.org/patients/QUIMBY")
+    setattr(ds, untabled("OB", table), b"name=QUIMBY ")
+    planted = tmp_path / "in.dcm"
+    ds.save_as(planted)
+    params = DicomDeidParams(retain_patient_characteristics=True)
+    out_dir = tmp_path / "out"
+    out = out_dir / "x.dcm"
+    res = deidentify_file(str(planted), str(out), params, b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
+    assert res.ok, res
+    raw = out.read_bytes()
+    assert PII.encode() not in raw and b"QUIMBY" not in raw
+    written = pydicom.dcmread(out)
+    assert list(written.ImageType) == ["ORIGINAL", "PRIMARY", "M"]
+    assert written.PatientSex == ds.PatientSex  # a valid value under the option stays
+    assert verify_dir(out_dir) == []
+
+    ds.SmokingStatus, ds.PatientSexNeutered, ds.ResponsiblePersonRole = "NO", "UNALTERED", "PARENT"
+    ds.EthnicGroup = "Caucasian"
+    ds.save_as(planted)
+    assert deidentify_file(str(planted), str(out), params, b"k", "p", "ANON-aaaaaaaaaaaa", verify=True).ok
+    written = pydicom.dcmread(out)
+    assert (written.SmokingStatus, written.PatientSexNeutered, written.ResponsiblePersonRole,
+            written.EthnicGroup) == ("NO", "UNALTERED", "PARENT", "Caucasian")
+    assert "PatientAlternativeCalendar" not in written
+    for kw, kind in (("SmokingStatus", "not a valid value"), ("PatientAlternativeCalendar", "no table row")):
+        again = pydicom.dcmread(out)
+        setattr(again, kw, PII)
+        again.save_as(out)
+        assert any(kind in f.kind for f in verify_dir(out_dir)), kw
+
+
+@needs_fixtures
+def test_safe_private_only_from_the_list_per_creator_and_element(tmp_path: Path) -> None:
+    """Retain Safe Private keeps what the safe-private list names under its creator (a real Siemens DWI's
+    diffusion directionality, a b-value) and nothing else: not the scanner's other private groups (one holds the
+    patient's sex and position as text), not an unknown creator's text with a surname, not a listed element number
+    under another creator; both verifiers report an unlisted private element planted back."""
+    src = sorted((FIXTURES / "siemens-xa30" / "12001_DWI_dir80_AP").glob("*.dcm"))[0]
+    ds = pydicom.dcmread(src)
+    ds.PatientName = "QUIMBY^JOSEPH"
+    ds.private_block(0x0019, "SIEMENS MR HEADER").add_new(0x0C, "IS", "1000")
+    ds.private_block(0x0029, "EVIL CORP", create=True).add_new(0x01, "LT", "patient QUIMBY, ward 4")
+    ds.private_block(0x0019, "EVIL CORP", create=True).add_new(0x0C, "IS", "77")
+    planted = tmp_path / "in.dcm"
+    ds.save_as(planted)
+    params = DicomDeidParams(retain_safe_private=True)
+    out_dir = tmp_path / "out"
+    out = out_dir / "x.dcm"
+    res = deidentify_file(str(planted), str(out), params, b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
+    assert res.ok, res
+    written = pydicom.dcmread(out)
+    private = {(int(e.tag), str(e.value)) for e in written.iterall() if e.tag.is_private}
+    assert private == {(0x00190010, "SIEMENS MR HEADER"), (0x0019100D, "ISOTROPIC"), (0x0019100C, "1000")}
+    assert b"QUIMBY" not in out.read_bytes() and b"EVIL" not in out.read_bytes()
+    assert res.data["actions"]["00291001"] == "X(private, not on the safe list)"
+    assert verify_dir(out_dir) == []
+    written.private_block(0x0029, "EVIL CORP", create=True).add_new(0x01, "LT", "patient QUIMBY")
+    written.save_as(out)
+    assert "private attribute not on the safe list" in [f.kind for f in verify_dir(out_dir)]
+    assert any("not on the safe list" in f.kind for f in compare_files(planted, out, "x").findings)
+
+
+@needs_fixtures
+def test_element_longer_than_the_file_is_refused(tmp_path: Path) -> None:
+    """A private element declaring 3 GB just before the pixel data swallows them; what is left would read as an
+    object without pixels and be written as if fine: refused with its reason instead."""
+    import struct
+
+    raw = _real_slice().read_bytes()
+    at = raw.rfind(b"\xe0\x7f\x10\x00OW")  # explicit VR little endian Pixel Data
+    bomb = (struct.pack("<HH", 0x7001, 0x0010) + b"LO" + struct.pack("<H", 4) + b"EVIL"
+            + struct.pack("<HH", 0x7001, 0x1001) + b"UN\x00\x00" + struct.pack("<I", 3 << 30))
+    planted = tmp_path / "in.dcm"
+    planted.write_bytes(raw[:at] + bomb + raw[at:])
+    for retain in (False, True):
+        out = tmp_path / f"out-{retain}.dcm"
+        res = deidentify_file(str(planted), str(out), DicomDeidParams(retain_safe_private=retain), b"k", "p",
+                              "ANON-aaaaaaaaaaaa")
+        assert res.reason == "impossible_length" and not out.exists(), res
+        assert res.detail == f"(7001,1001) declares {3 << 30} bytes; the file has {planted.stat().st_size}"
+
+
+@needs_fixtures
+def test_names_in_dicom_name_form_removed_from_descriptors(tmp_path: Path) -> None:
+    """Under Clean Descriptors a person's name written in DICOM name form (as in a dcm2niix validation session's
+    Study Description) is removed from the descriptors that are kept; the rest of the descriptor stays; the output
+    scan reports such a name planted back."""
+    ds = pydicom.dcmread(_real_slice())
+    ds.StudyDescription = "Rorden^Rorden_Prisma"
+    ds.PerformedProcedureStepDescription = "Rorden^Rorden_Prisma brain"
+    planted = tmp_path / "in.dcm"
+    ds.save_as(planted)
+    out_dir = tmp_path / "out"
+    out = out_dir / "x.dcm"
+    res = deidentify_file(str(planted), str(out), DicomDeidParams(clean_descriptors=True), b"k", "p",
+                          "ANON-aaaaaaaaaaaa", verify=True)
+    assert res.ok, res
+    written = pydicom.dcmread(out)
+    assert b"Rorden" not in out.read_bytes()
+    assert written.get("PerformedProcedureStepDescription") == "brain"
+    assert written.SeriesDescription == "anat-T1w_acq-tfl"  # a protocol's name is not a person's
+    assert verify_dir(out_dir) == []
+    written.StudyDescription = "DOE^JANE"
+    written.save_as(out)
+    assert "person name in DICOM name form" in [f.kind for f in verify_dir(out_dir)]

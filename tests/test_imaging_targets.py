@@ -166,8 +166,8 @@ def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
     assert {r["plane"] for r in res.data["renders"]} == {"sagittal"}, [r["path"] for r in res.data["renders"]]
     assert res.data["qc"]["planes_refused"] == ["axial", "coronal"]
     assert res.data["qc"]["source_sampling_mm"][0] == 4.8
-    assert [st.name for st in res.data["steps"]] == ["to_canonical_ras", "resample", "percentile_rescale",
-                                                     "locate_targets", "render"]
+    assert [st.name for st in res.data["steps"]] == ["to_canonical_ras", "fit_anatomy", "resample", "locate_targets",
+                                                     "percentile_rescale", "render"]
     assert all(not Path(out, n).exists() for n in ("montage_axial.png",))
 
 

@@ -27,7 +27,9 @@ def test_normalize_canonical_volumes_and_renders(pipeline: Path) -> None:
         assert "".join(nib.aff2axcodes(img.affine)) == "RAS"
         assert s.spacing == (1.0, 1.0, 1.0)
         assert {r.plane for r in s.renders} >= {"axial", "coronal", "sagittal", "montage"}
-        assert [st.name for st in s.provenance][:3] == ["to_canonical_ras", "deface", "resample"]
+        steps = [st.name for st in s.provenance]
+        assert steps[:3] == ["to_canonical_ras", "fit_anatomy", "deface"]  # the fit comes first: defacing uses it
+        assert steps.index("resample") > steps.index("deface")
         deface = next(st for st in s.provenance if st.name == "deface")
         assert deface.args["removed_voxels"] > 0 and deface.args["head_dice"] >= 0.6
         assert json.loads(Path(s.nifti).with_name("volume.json").read_text())["Defaced"] is True

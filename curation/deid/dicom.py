@@ -149,6 +149,78 @@ def load_defaults() -> Defaults:
                     non_image=non_image)
 
 
+@lru_cache(maxsize=1)
+def load_coded_values() -> dict[int, frozenset[str]]:
+    """Tag -> the valid values of that CS attribute (``coded_values.yaml``: PS3.3 enumerated values and defined
+    terms), validated against the dictionary when loaded."""
+    import yaml
+    from pydicom.datadict import dictionary_VR, tag_for_keyword
+
+    doc = yaml.safe_load(resources.files("curation.deid").joinpath("coded_values.yaml").read_text())
+    out: dict[int, frozenset[str]] = {}
+    for kw, entry in doc.items():
+        tag = tag_for_keyword(kw)
+        if tag is None or dictionary_VR(tag) != "CS":
+            raise ValueError(f"coded_values.yaml: {kw} is not a DICOM keyword of VR CS")
+        if set(entry) != {"section", "values"} or not entry["values"]:
+            raise ValueError(f"coded_values.yaml: {kw} needs exactly a section and a non-empty list of values")
+        values = [str(v) for v in entry["values"]]
+        bad = [v for v in values if v != v.upper() or len(v) > 16]
+        if bad:
+            raise ValueError(f"coded_values.yaml: {kw}: not a CS value (upper case, <= 16 characters): {bad}")
+        out[int(tag)] = frozenset(values)
+    return out
+
+
+@lru_cache(maxsize=1)
+def load_safe_private() -> dict[tuple[int, str], dict[int, str]]:
+    """(group, creator upper-cased) -> {element in block: VR} from ``safe_private.yaml``, validated when loaded."""
+    import yaml
+
+    doc = yaml.safe_load(resources.files("curation.deid").joinpath("safe_private.yaml").read_text())
+    out: dict[tuple[int, str], dict[int, str]] = {}
+    for entry in doc:
+        if set(entry) != {"creator", "group", "elements"}:
+            raise ValueError(f"safe_private.yaml: an entry needs exactly creator, group, elements: {entry}")
+        group = int(str(entry["group"]), 16)
+        if not group & 1 or not 0x0009 <= group <= 0xFFFF:
+            raise ValueError(f"safe_private.yaml: {entry['creator']}: group {entry['group']} is not a private group")
+        elements: dict[int, str] = {}
+        for elem, (vr, _name) in entry["elements"].items():
+            if str(vr) not in RAW_TEXT_VRS | NUMERIC_VRS:
+                raise ValueError(f"safe_private.yaml: {entry['creator']} {elem}: VR {vr} is not a value VR")
+            elements[int(str(elem), 16)] = str(vr)
+        out[(group, str(entry["creator"]).strip().upper())] = elements
+    return out
+
+
+def private_creator(ds: Any, tag: int) -> str | None:
+    """The creator of the private block holding ``tag`` (None for a creator element or one with no creator)."""
+    element = tag & 0xFFFF
+    if element < 0x1000:
+        return None
+    creator = ds.get_item(((tag >> 16) << 16) | (element >> 8))
+    return None if creator is None else _value(ds, creator.tag, creator).strip().upper()
+
+
+def is_safe_private(ds: Any, tag: int, vr: str | None) -> bool:
+    """A private creator that the safe list names, or an element the list names under its block's creator, of the
+    listed VR (or stored as UN, whose bytes are the listed VR's)."""
+    safe = load_safe_private()
+    group, element = tag >> 16, tag & 0xFFFF
+    if 0x0010 <= element <= 0x00FF:
+        creator = ds.get_item(tag)
+        return creator is not None and (group, _value(ds, tag, creator).strip().upper()) in safe
+    creator_name = private_creator(ds, tag)
+    listed = safe.get((group, creator_name or ""), {}).get(element & 0xFF)
+    return listed is not None and vr in (listed, "UN", None)
+
+
+def is_coded_value(tag: int, value: str) -> bool:
+    """``value`` (one value of a CS element) is an enumerated value or defined term of its attribute."""
+    return value.strip(" \x00") in load_coded_values().get(tag, ())
+
+
 UID_IN_NAME = re.compile(r"(?<![0-9.])[0-9]+(?:\.[0-9]+){3,}(?![0-9])")
 
 
@@ -223,6 +295,9 @@ class Deidentifier:
         self.defaults = load_defaults()
         self.enabled = [name for name in OPTION_COLUMNS if getattr(params, name)]
         self.actions = {tag: _resolve(self.action_for(tag, rule)) for tag, rule in self.table.rules.items()}
+        # kept only because an option says so: the value must still be a valid value of its attribute
+        self.option_kept = frozenset(t for t, a in self.actions.items()
+                                     if a == "K" and self.table.rules[t].basic != "K")
         labels = [METHOD_CODES["basic"][1]] + [METHOD_CODES[o][1] for o in self.enabled]
         # LO, one value per profile/option, and the table's edition (each value <= 64 characters)
         self.method = "\\".join(v[:64] for v in [*labels, f"PS3.15 Table E.1-1 edition {edition_id(self.table)}"])
@@ -277,10 +352,11 @@ class Deidentifier:
             meta.MediaStorageSOPInstanceUID = _text(ds, SOP_INSTANCE_UID) if SOP_INSTANCE_UID in ds else \
                 self.uid(str(meta.MediaStorageSOPInstanceUID))
         if meta is not None:
-            for t in META_IDENTIFYING:  # where the file came from and what a sender added (AE titles, private)
-                if t in meta:
-                    del meta[t]
-                    acts[f"{t:08X}"] = "X"
+            _clean_meta(meta, acts)
+        # the 128 bytes before "DICM" are free for any use (PS3.10 7.1): a name, or an executable header (the
+        # PE/DICOM polyglot, CVE-2019-11687); every file written gets zeros
+        ds.preamble = bytes(PREAMBLE_LEN)
+        acts["preamble"] = "Z"
         _put(ds, PATIENT_NAME, "PN", pseudonym)
         _put(ds, PATIENT_ID, "LO", pseudonym)
         acts.setdefault("00100010", "D")
@@ -296,13 +372,16 @@ class Deidentifier:
             t = int(tag)
             key = f"{t:08X}"
             if t & 0x10000:  # odd group: private
-                if keep_private:
-                    acts[key] = "K(private)"
+                if keep_private and is_safe_private(ds, t, elem.VR):
+                    acts[key] = "K(safe private)"
                     if elem.VR in PRIVATE_DEFAULT_VRS and t & 0xFF00:  # dates, names, UIDs: in any group
                         self._untabled(ds, tag, elem, elem.VR, days, scrub, acts, key)
+                    elif elem.VR in RAW_TEXT_VRS and t & 0xFF00 and scrub.mentions(_value(ds, tag, elem)):
+                        del ds[tag]
+                        acts[key] = "X(identity)"
                 else:
                     del ds[tag]
-                    acts[key] = "X"
+                    acts[key] = "X" if not keep_private else "X(private, not on the safe list)"
                 continue
             action = actions.get(t)
             if action == "X":
@@ -342,6 +421,10 @@ class Deidentifier:
                     _put(ds, tag, "SQ", None)
                     acts[key] = action
                 continue
+            if action == "K" and t in self.option_kept and not _valid_kept(ds, tag, elem, vr, scrub):
+                del ds[tag]  # kept under an option, but not a value of its attribute (or names this patient)
+                acts[key] = "X(invalid value)"
+                continue
             if action == "K" or action == "U*":
                 acts[key] = action
                 continue
@@ -351,14 +434,26 @@ class Deidentifier:
                   acts: dict[str, str], key: str) -> None:
         """An element the table does not list: the safe default of its VR (``dicom_defaults.yaml``); sequences
         are walked."""
+        t = int(tag)
+        if t >> 16 == PATIENT_GROUP and not (vr == "CS" and _all_coded(ds, tag, elem)):
+            del ds[tag]  # the patient's module: what no row names is not kept (a valid code of its attribute is)
+            acts[key] = "X(patient, no row)"
+            return
         if vr == "SQ":
             for item in ds[tag].value:
                 self._walk(item, days, scrub, acts)
             return
-        t = int(tag)
         if (vr is None or vr == "UN") and not t & 0x10000:
             del ds[tag]  # a public tag no dictionary knows, of no known VR: nothing says what it holds
             acts[key] = "X(unknown)"
+            return
+        if vr == "CS" and not t & 0x10000:
+            self._coded(ds, tag, elem, scrub, acts, key)
+            return
+        if vr in BINARY_VRS and t not in PIXEL_TAGS and not t & 0x10000 and isinstance(elem.value, bytes) and \
+                scrub.mentions(elem.value.decode("latin-1")):
+            del ds[tag]  # text of this patient's identity inside a binary value
+            acts[key] = "X(identity in binary)"
             return
         default = self.by_vr.get(vr or "")
         if default is None or default == "keep" or not elem.value:
@@ -395,6 +490,23 @@ class Deidentifier:
                     return
             del ds[tag]
             acts[key] = "X(default)"
+
+    def _coded(self, ds: Any, tag: Any, elem: Any, scrub: _Scrubber, acts: dict[str, str], key: str) -> None:
+        """A CS element no row names: each value that is not a valid code of its attribute and names this patient
+        is dropped (Image Type ORIGINAL\\PRIMARY\\<surname>); the element goes when no value is left."""
+        text = _value(ds, tag, elem)
+        if not text:
+            return
+        values = text.split("\\")
+        kept = [v for v in values if is_coded_value(int(tag), v) or not scrub.mentions(v)]
+        if kept == values:
+            return
+        if any(v.strip() for v in kept):
+            _put(ds, tag, "CS", "\\".join(kept), elem)
+            acts[key] = "C(identity)"
+        else:
+            del ds[tag]
+            acts[key] = "X(identity)"
 
     def _apply(self, ds: Any, tag: Any, elem: Any, vr: str | None, action: str, days: int, scrub: _Scrubber) -> str:
         if action == "Z":
@@ -483,9 +595,58 @@ PATIENT_NAME, PATIENT_ID = 0x00100010, 0x00100020
 NAME_TAGS = (0x00100010, 0x00101001, 0x00101005, 0x00101060, 0x00080090, 0x00081050, 0x00081070)
 ID_TAGS = (0x00100020, 0x00101000, 0x00080050, 0x00100030)
 PRIVATE_DEFAULT_VRS = frozenset(("SQ", "DA", "DT", "PN", "UI"))  # in retained private elements too
-# file meta: Source/Sending/Receiving AE titles, Source/Sending/Receiving presentation addresses, private information
-META_IDENTIFYING = (0x00020016, 0x00020017, 0x00020018, 0x00020026, 0x00020027, 0x00020028, 0x00020100, 0x00020102)
+# file meta kept: group length, version, SOP class and (remapped) instance UID, transfer syntax; everything else
+# (AE titles, presentation addresses, private information, the writer's name and any element no standard names)
+# is removed, and the writer is this file's writer
+META_KEEP = frozenset((0x00020000, 0x00020001, 0x00020002, 0x00020003, 0x00020010))
+PREAMBLE_LEN = 128
 INSTITUTION_TAGS = (0x00080080, 0x00080081, 0x00081040)  # name, address, department: removed as whole strings
+
+
+PATIENT_GROUP = 0x0010
+BINARY_VRS = frozenset(("OB", "OW"))
+PIXEL_TAGS = frozenset((0x7FE00008, 0x7FE00009, 0x7FE00010))
+AGE = re.compile(r"^\d{3}[DWMY]$")
+NUMBER = re.compile(r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$")
+
+
+def _all_coded(ds: Any, tag: Any, elem: Any) -> bool:
+    text = _value(ds, tag, elem)
+    return bool(text) and all(is_coded_value(int(tag), v) for v in text.split("\\"))
+
+
+def _valid_kept(ds: Any, tag: Any, elem: Any, vr: str | None, scrub: _Scrubber) -> bool:
+    """A value kept under an option is a valid value of its attribute: a listed code (CS), an age (AS), a number
+    (DS, IS), binary numbers as they are; text that names this patient is not."""
+    if vr in ("US", "UL", "SS", "SL", "FL", "FD", "SQ"):
+        return True
+    text = _value(ds, tag, elem)
+    if not text:
+        return True
+    values = text.split("\\")
+    if vr == "CS":
+        return all(is_coded_value(int(tag), v) for v in values)
+    if vr == "AS":
+        return all(AGE.match(v.strip()) for v in values)
+    if vr in ("DS", "IS"):
+        return all(NUMBER.match(v) for v in values)
+    return not scrub.mentions(text)
+
+
+def _clean_meta(meta: Any, acts: dict[str, str]) -> None:
+    """File meta (group 0002): only what names the object and its encoding is kept; the implementation that wrote
+    the file is the one writing it now (pydicom), not the source's (whose version name can carry anything)."""
+    from pydicom import __version_info__
+    from pydicom.uid import PYDICOM_IMPLEMENTATION_UID
+
+    for tag in list(meta.keys()):
+        if int(tag) not in META_KEEP:
+            del meta[tag]
+            acts[f"{int(tag):08X}"] = "X"
+    meta.FileMetaInformationVersion = b"\x00\x01"
+    meta.ImplementationClassUID = PYDICOM_IMPLEMENTATION_UID
+    meta.ImplementationVersionName = f"PYDICOM {'.'.join(__version_info__)}"
+    acts["00020001"] = acts["00020012"] = acts["00020013"] = "D(writer)"
 
 
 def _resolve(action: str) -> str:
@@ -558,6 +719,7 @@ def _tag(tag: int) -> Any:
     return Tag(tag)
 
 
+NUMERIC_VRS = frozenset(("US", "UL", "SS", "SL", "FL", "FD", "UV", "SV"))
 RAW_TEXT_VRS = frozenset(("AE", "AS", "CS", "DA", "DS", "DT", "IS", "LO", "LT", "PN", "SH", "ST", "TM", "UC", "UI",
                           "UR", "UT"))
 
@@ -600,6 +762,9 @@ DATE_LIKE = re.compile(
     rf"|(?:0?[1-9]|[12]\d|3[01])[-./ ](?:0?[1-9]|1[0-2]|(?:{_MONTHS})[A-Z]*\.?)[-./ ](?:19|20)?\d{{2}}"
     rf"|(?:{_MONTHS})[A-Z]*\.? (?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)?,? (?:19|20)\d{{2}}"
     rf"|(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])/(?:19|20)?\d{{2}})\b", re.IGNORECASE)
+# a person's name written in DICOM name form inside a descriptor ("Rorden^Rorden_Prisma", "DOE^JANE"): words joined
+# by carets (family^given^middle); a caret is not how protocols or sequences are named
+PN_FORM = re.compile(r"(?<![\w^])[A-Za-z][A-Za-z'.-]*(?:\^[A-Za-z][A-Za-z'.-]*)+(?:_\w+)?(?![\w^])")
 LABELS = re.compile(r"\b(MRN|DOB|scanned for|patient name)\b[:#]?", re.IGNORECASE)
 SEPARATORS = re.compile(r"[\^,;:]+(\s*[\^,;:]+)*")
 
@@ -620,6 +785,7 @@ class _Scrubber:
         present = tuple(t for t, t_low in self.tokens if t_low in low)
         if present:
             text = _alternation(present).sub("", text)
+        text = PN_FORM.sub("", text)
         text = DATE_LIKE.sub("", text)
         text = ID_LIKE.sub("", text)
         text = LABELS.sub("", text)
@@ -647,6 +813,9 @@ def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, 
         ds = _read_non_image(src)  # a structured report, presentation state, RT plan...: the same rules apply
     if ds is None:
         return info
+    bad = _impossible_length(ds, Path(src).stat().st_size)
+    if bad:
+        return Outcome.failure("impossible_length", bad)
     try:
         key = patient_key or _text(ds, PATIENT_ID) or "unknown"
         pseud = pseudonym or "ANON-" + hmac.new(secret, key.encode(), hashlib.sha256).hexdigest()[:12]
@@ -671,6 +840,17 @@ def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, 
         return Outcome.failure("deid_verify_failed",
                                f"{len(check.findings)} finding(s): " + "; ".join(kinds)[:400])
     return Outcome.success(**outcome.data, values_checked=check.checked)
+
+
+def _impossible_length(ds: Any, size: int) -> str | None:
+    """An element whose declared length runs past the end of the file (a private element declaring 3 GB swallows
+    the pixel data after it, and what is left reads as an object without pixels): refused, never written."""
+    for tag in list(ds._dict.keys()):
+        elem = ds._dict[tag]
+        length = getattr(elem, "length", 0)
+        if getattr(elem, "is_raw", False) and length != 0xFFFFFFFF and length > len(elem.value or b""):
+            return f"({tag >> 16:04X},{tag & 0xFFFF:04X}) declares {length} bytes; the file has {size}"
+    return None
 
 
 def _read_non_image(src: str) -> Any:

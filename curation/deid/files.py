@@ -53,6 +53,9 @@ def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> Outcome:
         nib.save(out, dst)
         return Outcome.success(removed=removed)
     except Exception as exc:
+        from curation.records import raise_if_resource
+
+        raise_if_resource(exc, dst)  # a full disk stops the run; it is not this volume's fault
         return Outcome.failure("volume_deid_failed", f"{type(exc).__name__}: {exc}")
 
 

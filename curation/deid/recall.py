@@ -116,6 +116,8 @@ class RecallPass:
         self.context_zipf: float = cfg["context_name_zipf"]
         self.rare_zipf: float = cfg["rare_zipf"]
         self.place_zipf: float = cfg["place_zipf"]
+        self.first_name_zipf: float = cfg["first_name_zipf"]
+        self.abbreviated_titles = frozenset(w.lower() for w in cfg["words"]["abbreviated_titles"])
 
     # -- token predicates ----------------------------------------------------------------------------------------
     def _stop(self, t: Tok) -> bool:
@@ -148,6 +150,14 @@ class RecallPass:
         return (low in self.lexicon.stop_words or low in self.safe or low in self.cues or self._clinical(low)
                 or (self.lexicon.zipf(low) >= self.name_zipf and not self.lexicon.is_name(low))
                 or self.lexicon.zipf(low) >= self.context_zipf)
+
+    def spaced_word_is_identifier(self, word: str) -> bool:
+        """A word written letter by letter and closed up: a name, a place or a word that is not common English;
+        a function or clinical word ("n p o") is not."""
+        t = Tok(0, 0, word, word.lower(), 0, False)
+        if self._stop(t) or len(word) < 3:
+            return False
+        return self.lexicon.is_name(t.low) or t.low in self.lexicon.places or self._zipf(t) < self.context_zipf
 
     @staticmethod
     def _initial(text: str, t: Tok) -> bool:
@@ -222,7 +232,14 @@ class RecallPass:
                 names.add(i)
             if self._cased_name(t, mixed) and (self._namey(t, self.name_zipf + 1) or self._zipf(t) == 0):
                 names.add(i)
-            if prev is not None and prev.low in self.strong_titles and t.alpha and (
+            if t.low in self.lexicon.name_only_first and len(t.text) >= 3 and not self._stop(t) \
+                    and self._zipf(t) < self.first_name_zipf:
+                names.add(i)  # a first name that is no English word, in any case: "SUSAN", "janet", "Anne"
+            if prev is not None and prev.low in self.abbreviated_titles and t.alpha and (
+                    t.title or t.upper or t.letter or not (
+                        t.low in self.lexicon.stop_words or t.low in self.never_names or t.eponym)):
+                names.add(i)  # "Dr. X" for any X: "Dr. Church", "dr gray", "dr foley"; not "dr will see"
+            elif prev is not None and prev.low in self.strong_titles and t.alpha and (
                     not self._stop(t) or t.title or t.upper or t.letter):
                 names.add(i)  # "Dr Will Cole", "Dr B Muse"
             elif prev is not None and prev.low in self.relatives and mixed and t.title \

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,90 @@ from curation.records import keyed_hash, project_secret, read_jsonl, relpath, st
 from curation.report import Kind, Outcome, Report
 from curation.schema import Case
 
-TEXT_FIELDS = ("title", "history", "presentation", "notes")
+# Every string field of a case, in one of two lists (tests/test_deid_text.py fails when a field of the schema is in
+# neither). Free text from a source goes through text de-identification; "[]" is every item of a list, "*" every
+# value of a mapping (EHR text: multi-word values; a one-word value is a code).
+CASE_TEXT_FIELDS = ("title", "history", "presentation", "notes", "attribution", "publication.title",
+                    "figures[].caption", "figures[].label", "ehr.*", "diagnosis.primary", "diagnosis.differential[]",
+                    "visits[].series[].description")
+# ids, pseudonyms, paths, hashes, codes and enumerations; article metadata a licence names (authors, journal, DOI);
+# findings, which extract derives from the de-identified text after this stage; source flags (a field name, a rule
+# name, a hash)
+CASE_NOT_TEXT_FIELDS = (
+    "schema_version", "case_id", "license", "publication.authors[]", "publication.doi", "publication.journal",
+    "publication.pmcid", "publication.url", "patient.ethnicity", "diagnosis.certainty", "figures[].figure_id",
+    "figures[].path", "figures[].renders[].located_by", "figures[].renders[].path", "provenance.source_paths[]",
+    "provenance.stages.*", "visits[].visit_id", "visits[].diagnosis", "visits[].scores.*",
+    "visits[].series[].files[]", "visits[].series[].modality", "visits[].series[].nifti",
+    "visits[].series[].orientation", "visits[].series[].provenance[].name", "visits[].series[].provenance[].version",
+    "visits[].series[].renders[].located_by", "visits[].series[].renders[].path", "visits[].series[].sequence",
+    "visits[].series[].series_id", "findings[].anatomy", "findings[].label", "findings[].section",
+    "findings[].sequence", "findings[].source_field", "findings[].temporal", "findings[].text", "flags[].field",
+    "flags[].rule", "flags[].sha256")
+
+
+def text_slots(case: Case) -> list[tuple[str, Any, Any]]:
+    """(label, container, key) of every non-empty free-text value of ``case`` (``CASE_TEXT_FIELDS``): the container
+    is a model, a dict or a list, the key an attribute, a dict key or an index."""
+    out: list[tuple[str, Any, Any]] = []
+    for path in CASE_TEXT_FIELDS:
+        _slots(case, path.split("."), "", out, path.startswith("ehr."))
+    return out
+
+
+def _slots(obj: Any, parts: list[str], label: str, out: list[tuple[str, Any, Any]], words: bool) -> None:
+    head, rest = parts[0], parts[1:]
+    name, is_list = head.removesuffix("[]"), head.endswith("[]")
+    if name == "*":
+        items = list(obj.items()) if isinstance(obj, dict) else []
+        for k, v in items:
+            _slot_value(obj, k, v, f"{label}.{k}", rest, out, words)
+        return
+    value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+    where = f"{label}.{name}" if label else name
+    if is_list:
+        for i, item in enumerate(value or []):
+            _slot_value(value, i, item, f"{where}[{i}]", rest, out, words)
+    else:
+        _slot_value(obj, name, value, where, rest, out, words)
+
+
+def _slot_value(container: Any, key: Any, value: Any, label: str, rest: list[str], out: list[tuple[str, Any, Any]],
+                words: bool) -> None:
+    if rest:
+        if value is not None:
+            _slots(value, rest, label, out, words)
+    elif isinstance(value, str) and value and (not words or len(value.split()) > 1):
+        out.append((label, container, key))
+
+
+def _get(container: Any, key: Any) -> Any:
+    return container[key] if isinstance(container, (dict, list)) else getattr(container, key)
+
+
+def _set(container: Any, key: Any, value: str) -> None:
+    if isinstance(container, (dict, list)):
+        container[key] = value
+    else:
+        setattr(container, key, value)
+
+
+def declared_attribution(case: Case) -> bool:
+    """The attribution is exactly what the licence asks for, built from declared metadata only: a case report's
+    authors, journal and DOI, or the source's attribution template filled with its declared fields."""
+    if case.attribution is None:
+        return True
+    if case.publication is not None:
+        from curation.ingest.case_reports import attribution_of
+
+        pub = case.publication
+        return case.attribution == attribution_of(pub.authors, pub.journal or "", pub.doi)
+    from curation.ingest.base import load_spec
+
+    template = str(load_spec(case.source.value).get("attribution") or "")
+    fields = re.split(r"(\{\w+\})", template)
+    pattern = "".join(r"[^,]{1,200}?" if re.fullmatch(r"\{\w+\}", f) else re.escape(f) for f in fields)
+    return bool(template) and re.fullmatch(pattern, case.attribution) is not None
 
 
 def _source_ids(id_map: Path) -> dict[str, list[str]]:
@@ -39,16 +124,20 @@ def _clean_texts(case: Case, text: TextDeidentifier, shift: int, known: list[str
                  audit: list[dict[str, Any]]) -> None:
     """Every free text of a case in one pass (title, history, presentation, notes, figure captions, EHR free text),
     so that a name or id found in one is masked in all; dates move by the case's offset, the images' offset."""
-    fields: list[tuple[str, Any, str]] = [(f, case, f) for f in TEXT_FIELDS if getattr(case, f)]
-    fields += [(f"figures[{i}].caption", fig, "caption") for i, fig in enumerate(case.figures) if fig.caption]
-    fields += [(f"ehr.{k}", case.ehr, k) for k, v in case.ehr.items() if isinstance(v, str) and len(v.split()) > 1]
-    texts = [obj[key] if isinstance(obj, dict) else getattr(obj, key) for _, obj, key in fields]
+    if case.publication is not None and not declared_attribution(case):
+        # a case report's attribution rebuilt from its authors, journal and DOI: whatever else it held (a title
+        # naming the patient, markup) goes, and the names the licence asks for stay
+        from curation.ingest.case_reports import attribution_of
+
+        pub = case.publication
+        case.attribution = attribution_of(pub.authors, pub.journal or "", pub.doi)
+        audit.append({"case_id": case.case_id, "field": "attribution", "replaced": [],
+                      "rebuilt_from": ["authors", "journal", "doi"]})
+    fields = [f for f in text_slots(case) if f[0] != "attribution" or not declared_attribution(case)]
+    texts = [_get(obj, key) for _, obj, key in fields]
     for (label, obj, key), (cleaned, spans) in zip(fields, text.deidentify_all(texts, shift, case.case_id, known),
                                                    strict=True):
-        if isinstance(obj, dict):
-            obj[key] = cleaned
-        else:
-            setattr(obj, key, cleaned)
+        _set(obj, key, cleaned)
         if spans:
             audit.append({"case_id": case.case_id, "field": label,
                           "replaced": [{"tag": s.tag, "start": s.start, "end": s.end} for s in spans]})
@@ -192,6 +281,7 @@ def _dicom_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
     # scanner exports do)
     tasks = [(f, str(job.staging / base / _out_name(n)), job.params.dicom, job.secret, case.case_id, case.case_id)
              for n, f in enumerate(inside, 1)]
+    _folders([job.staging / base] if inside else [])
     files = []
     for (f, out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=job.workers, scheduler=job.scheduler),
                                 strict=True):
@@ -253,6 +343,7 @@ def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: in
     tasks = [(str(f), str(dst / uid_free_name(f.relative_to(src).as_posix(), secret)), params, secret, "", "")
              for f in files]
     audit = []
+    _folders(Path(out).parent for _, out, *_ in tasks)
     for (f, out, *_), res in zip(tasks, pmap(_plain_dicom_task, tasks, workers=workers, scheduler=scheduler),
                                 strict=True):
         report.inputs += 1
@@ -263,6 +354,16 @@ def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: in
     write_jsonl(dst / "audit.jsonl", audit)
     report.write_quarantine(dst / "quarantine.jsonl")
     return report
+
+
+def _folders(folders: Iterable[Path]) -> None:
+    """Output folders made before the per-file tasks, so that a full disk or a read-only output stops the run as a
+    ResourceError instead of failing each file (whose handler would quarantine it)."""
+    from curation.records import writing
+
+    for folder in sorted(set(folders)):
+        with writing(folder):
+            folder.mkdir(parents=True, exist_ok=True)
 
 
 def _plain_dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> Outcome:

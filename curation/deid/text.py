@@ -80,6 +80,7 @@ class TextDeidentifier:
         self.recall = RecallPass(pol["recall"], frozenset(self.allow), self.eponyms) if params.recall_pass else None
         self.ner_entities = set(pol["ner_entities"])
         self.trimmed = self.ner_entities | set(pol["trimmed_entities"])
+        self.spaced_out = re.compile(pol["spaced_out"])
 
     # -- finding -------------------------------------------------------------------------------------------------
     def find(self, text: str, known: Iterable[str] = ()) -> list[Span]:
@@ -132,16 +133,27 @@ class TextDeidentifier:
                 first = DATE_START.search(chunk)
                 if first:
                     start += first.start()
-            if tag == "NAME":  # keep the title: "Dr. [NAME]"
-                title = TITLE.match(chunk)
-                if title and title.end() < len(chunk):
-                    start += title.end()
+            if tag == "NAME":  # keep the title: "Dr. [NAME]" (on the span as trimmed, not NER's chunk)
+                title = TITLE.match(text, start, end)
+                if title and title.end() < end:
+                    start = title.end()
             while end > start and text[end - 1].isspace():
                 end -= 1
-            spans.append(Span(start, end, tag))
+            if end > start:
+                spans.append(Span(start, end, tag))
         if self.recall is not None:
             spans += [Span(s, e, tag) for s, e, tag in self.recall.spans(text)]
+        spans += self._spaced_out(text)
         return _merge(spans)
+
+    def _spaced_out(self, text: str) -> list[Span]:
+        """Letter-spaced words ("J o h n  S m i t h"), masked whole where a word closed up is an identifier."""
+        out = []
+        for m in self.spaced_out.finditer(text):
+            words = [w.replace(" ", "") for w in re.split(r" {2,}", m.group())]
+            if self.recall is None or any(self.recall.spaced_word_is_identifier(w) for w in words):
+                out.append(Span(m.start(), m.end(), "NAME"))
+        return out
 
     def _score_not_date(self, text: str, start: int, chunk: str) -> bool:
         """A ratio that reads as month/day but is a score in its context: strength 4/5, pain 7/10, MoCA 8/30."""

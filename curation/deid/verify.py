@@ -9,7 +9,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from curation.deid.dicom import METHOD_CODES, OPTION_COLUMNS, effective_action, load_table
+from curation.deid.dicom import (
+    METHOD_CODES,
+    OPTION_COLUMNS,
+    PN_FORM,
+    effective_action,
+    is_safe_private,
+    load_table,
+)
 from curation.deid.files import HEADER_TEXT_FIELDS, SIDECAR_DEVICE, SIDECAR_KEEP
 from curation.deid.text import policy
 from curation.imaging.io import VOLUME_SUFFIXES, is_dicom
@@ -23,7 +30,8 @@ EXTRA = {
     "SSN": r"\b\d{3}-\d{2}-\d{4}\b",
 }
 TEXT_RECORD_FIELDS = {"history", "presentation", "notes", "caption", "question", "context", "reference_answer",
-                      "rationale", "text", "options", "answer", "turns", "label", "title"}
+                      "rationale", "text", "options", "answer", "turns", "label", "title", "attribution",
+                      "description", "primary", "differential"}
 
 
 @dataclass(frozen=True)
@@ -83,7 +91,7 @@ def _dicom(path: Path, rel: str) -> list[Finding]:
     import pydicom
 
     ds = pydicom.dcmread(str(path))
-    out: list[Finding] = []
+    out: list[Finding] = container_findings(ds, rel)
     if str(ds.get("PatientIdentityRemoved", "")).upper() != "YES":
         out.append(Finding(rel, "(0012,0062)", "PatientIdentityRemoved is not YES"))
     codes = {str(item.get("CodeValue", "")) for item in ds.get("DeidentificationMethodCodeSequence", [])}
@@ -96,6 +104,8 @@ def _dicom(path: Path, rel: str) -> list[Finding]:
             if elem.tag.is_private:
                 if "retain_safe_private" not in enabled:
                     out.append(Finding(rel, loc, "private attribute present"))
+                elif not is_safe_private(d, int(elem.tag), elem.VR):
+                    out.append(Finding(rel, loc, "private attribute not on the safe list"))
                 continue
             if elem.VR == "SQ":
                 for i, item in enumerate(elem.value):
@@ -113,8 +123,14 @@ def _dicom(path: Path, rel: str) -> list[Finding]:
             if elem.VR == "PN" and not PSEUDONYM.match(text):
                 out.append(Finding(rel, loc, "person name present"))
                 continue
+            if rule is None and group == 0x0010 and not (elem.VR == "CS" and _coded(elem)):
+                out.append(Finding(rel, loc, "patient attribute that no table row names present"))
+                continue
             if rule is not None:
                 action = effective_action(int(elem.tag), rule, enabled)
+                if action == "K" and rule.basic != "K" and elem.VR == "CS" and not _coded(elem):
+                    out.append(Finding(rel, loc, f"{rule.name} kept under an option is not a valid value"))
+                    continue
                 if "U" in action or action in ("K", "C"):
                     pass
                 elif "D" in action and (text in DUMMIES or PSEUDONYM.match(text)):
@@ -123,11 +139,46 @@ def _dicom(path: Path, rel: str) -> list[Finding]:
                     out.append(Finding(rel, loc, f"{rule.name} should be removed (action {action})"))
                     continue
             if elem.VR in ("LO", "SH", "LT", "ST", "UT", "UC"):
+                if PN_FORM.search(text):
+                    out.append(Finding(rel, loc, "person name in DICOM name form"))
                 for kind in scan_text(text):
                     out.append(Finding(rel, loc, f"identifier-like text ({kind})"))
 
     walk(ds, "")
     return out
+
+
+WRITER_NAME = re.compile(r"^PYDICOM \d+(?:\.\d+)*$")
+
+
+def container_findings(ds: Any, rel: str) -> list[Finding]:
+    """What lies outside the dataset: a preamble that is not zeros (text, an executable header), file meta elements
+    other than those the de-identifier keeps, and a writer other than the de-identifier (its version name is free
+    text the source chose)."""
+    from curation.deid.dicom import META_KEEP
+
+    out = []
+    preamble = getattr(ds, "preamble", None)
+    if preamble is not None and any(preamble):
+        out.append(Finding(rel, "preamble", "preamble not zeroed"))
+    meta = getattr(ds, "file_meta", None)
+    for elem in meta or []:
+        t = int(elem.tag)
+        if t in (0x00020012, 0x00020013):
+            continue
+        if t not in META_KEEP:
+            out.append(Finding(rel, f"({elem.tag.group:04X},{elem.tag.element:04X})", "file meta element present"))
+    if meta is not None:
+        name = str(meta.get("ImplementationVersionName", "") or "")
+        if name and not WRITER_NAME.match(name.strip()):
+            out.append(Finding(rel, "(0002,0013)", "file meta names a writer other than the de-identifier"))
+    return out
+
+
+def _coded(elem: Any) -> bool:
+    from curation.deid.dicom import is_coded_value
+
+    return all(is_coded_value(int(elem.tag), v) for v in _values(elem))
 
 
 def _volume(path: Path, rel: str) -> list[Finding]:
@@ -344,10 +395,16 @@ def _date_renderings(day: str) -> list[str]:
 
 
 def _searchable(items: list[_Item]) -> str:
-    """Every header value of the output as text (pixel data excepted), one a line."""
+    """Every header value of the output as text (pixel data excepted), one a line. A CS value that is a valid value
+    of its attribute (``coded_values.yaml``) is a code, not something a person typed: a patient named "HFS" is
+    not found in Patient Position HFS, and still is in any other value."""
+    from curation.deid.dicom import is_coded_value
+
     parts: list[str] = []
     for item in items:
-        if item.vr in SEARCHED_VRS:
+        if item.vr == "CS":
+            parts += [v for v in item.values if item.private or not is_coded_value(item.tag, v)]
+        elif item.vr in SEARCHED_VRS:
             parts += item.values
         elif item.binary is not None:
             parts.append(item.binary.decode("latin-1"))
@@ -366,6 +423,7 @@ def compare_datasets(src_ds: Any, out_ds: Any, rel: str) -> Comparison:
     res = Comparison()
     findings = res.findings
     assert findings is not None
+    findings += container_findings(out_ds, rel)
     src_items, out_items = _flat(src_ds), _flat(out_ds)
     out_values: dict[str, set[tuple[int, str]]] = {}  # kind -> {(tag, value)} of the output
     out_any: dict[str, set[str]] = {}
@@ -420,10 +478,26 @@ def compare_datasets(src_ds: Any, out_ds: Any, rel: str) -> Comparison:
         n_private = sum(1 for it in out_items if it.private)
         if n_private:
             findings.append(Finding(rel, "header", f"{n_private} private attribute(s) present"))
+    else:
+        n_unsafe = _unsafe_private(out_ds)
+        if n_unsafe:
+            findings.append(Finding(rel, "header", f"{n_unsafe} private attribute(s) not on the safe list"))
     src_px, out_px = src_ds.get_item(0x7FE00010), out_ds.get_item(0x7FE00010)
     if src_px is not None and (out_px is None or out_px.value != src_px.value):
         findings.append(Finding(rel, "(7FE0,0010)", "pixel data bytes changed"))
     return res
+
+
+def _unsafe_private(ds: Any) -> int:
+    """Private elements at any depth that the safe-private list does not name under their block's creator."""
+    n = 0
+    for tag in list(ds.keys()):
+        elem = ds[tag]
+        if elem.tag.is_private and not is_safe_private(ds, int(tag), elem.VR):
+            n += 1
+        elif elem.VR == "SQ":
+            n += sum(_unsafe_private(item) for item in elem.value or [])
+    return n
 
 
 def compare_files(src: Path | str, out: Path | str, rel: str) -> Comparison:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -203,18 +205,69 @@ class Engine:
         give every item its content id."""
         by_template: dict[str, list[Item]] = {}
         for it in items:
-            if it.options and it.answer_index is not None:
+            if _keyed(it):
                 by_template.setdefault(it.template_id or "", []).append(it)
         for group in by_template.values():
-            group.sort(key=lambda i: content_hash([self.params.seed, i.template_id, i.case_id]))
+            group.sort(key=self._letter_order)
             for n, it in enumerate(group):
-                others = [o for k, o in enumerate(it.options) if k != it.answer_index]
-                at = n % len(it.options)
-                it.options = others[:at] + [it.answer] + others[at:]
-                it.answer_index = at
+                _place(it, n)
         for it in items:
-            body = {"case_id": it.case_id, "template": it.template_id, "version": it.generator.template_version,
-                    "question": it.question, "options": it.options, "answer": it.answer, "context": it.context,
-                    "images": it.images, "turns": [x.model_dump() for x in it.turns]}
-            it.item_id = "itm-" + content_hash(body)
+            _identify(it)
         return items
+
+    def finalize_stream(self, items: Iterable[Item], spill: Path) -> Iterator[Item]:
+        """``finalize`` in two passes over a spill file, so memory does not grow with the number of items: the
+        first writes the drafts to ``spill`` and keeps only each MCQ's sort key, the second reads them back in the
+        order made and places each answer by its rank among its template's keys. Same items, same order."""
+        keys: dict[str, list[str]] = {}  # template -> the sort key of each of its MCQs, in the order made
+        with spill.open("wb") as fh:
+            for it in items:
+                if _keyed(it):
+                    keys.setdefault(it.template_id or "", []).append(self._letter_order(it))
+                pickle.dump(it, fh, protocol=pickle.HIGHEST_PROTOCOL)  # exact round trip of every field
+        # rank of the k-th MCQ of a template in its sorted group (a stable sort: ties keep the order made)
+        ranks: dict[str, list[int]] = {}
+        for t, ks in keys.items():
+            rank = [0] * len(ks)
+            for n, k in enumerate(sorted(range(len(ks)), key=ks.__getitem__)):
+                rank[k] = n
+            ranks[t] = rank
+        del keys
+        seen: Counter[str] = Counter()
+        try:
+            with spill.open("rb") as fh:
+                while True:
+                    try:
+                        it = pickle.load(fh)  # noqa: S301 - our own spill file, written just above
+                    except EOFError:
+                        break
+                    if _keyed(it):
+                        t = it.template_id or ""
+                        _place(it, ranks[t][seen[t]])
+                        seen[t] += 1
+                    _identify(it)
+                    yield it
+        finally:
+            spill.unlink(missing_ok=True)
+
+    def _letter_order(self, it: Item) -> str:
+        return content_hash([self.params.seed, it.template_id, it.case_id])
+
+
+def _keyed(it: Item) -> bool:
+    return bool(it.options) and it.answer_index is not None
+
+
+def _place(it: Item, n: int) -> None:
+    """The answer goes to letter ``n mod options`` (round robin over the template's sorted group)."""
+    others = [o for k, o in enumerate(it.options) if k != it.answer_index]
+    at = n % len(it.options)
+    it.options = others[:at] + [it.answer] + others[at:]
+    it.answer_index = at
+
+
+def _identify(it: Item) -> None:
+    body = {"case_id": it.case_id, "template": it.template_id, "version": it.generator.template_version,
+            "question": it.question, "options": it.options, "answer": it.answer, "context": it.context,
+            "images": it.images, "turns": [x.model_dump() for x in it.turns]}
+    it.item_id = "itm-" + content_hash(body)

@@ -30,24 +30,34 @@ def run(params: GenerateParams, src: Path, dst: Path, report_path: Path | None =
     why_not = not_configured(llm) if params.llm_steps else "no LLM steps listed in generate.llm_steps"
     client = None if why_not else LLMClient(llm)
 
+    flagged: dict[str, list[str]] = {}  # case id -> its flags (instruction-like text removed at ingest)
+
     def count(item: Item) -> Item:
+        item.source_flags = flagged.get(item.case_id, [])
+        if item.source_flags:
+            report.counts["items_of_flagged_cases"] += 1
         report.counts[f"task_type:{item.task_type.value}"] += 1
         report.counts[f"generator:{item.generator.kind}"] += 1
         for d in item.visual_dims + item.reasoning_dims:
             report.counts[f"dim:{d.value}"] += 1
         return item
 
-    def template_items() -> Iterator[Item]:
-        made: list[Item] = []
+    def drafts() -> Iterator[Item]:
         for case in read_jsonl(src / "cases.jsonl", Case):
             report.inputs += 1
+            if case.flags:
+                flagged[case.case_id] = case.flag_notes()
+                report.counts["cases_flagged_instruction_like"] += 1
             items, skipped = engine.generate(case)
             for k, v in skipped.items():
                 report.counts[f"template_skipped:{k.split(':', 1)[1]}"] += v
                 report.counts[f"template_skipped_by:{k}"] += v
-            made.extend(items)
-        # answer letters are balanced per template over the whole set, so items are placed once all are made
-        yield from engine.finalize(made)
+            yield from items
+
+    def template_items() -> Iterator[Item]:
+        # answer letters are balanced per template over the whole set, so items are placed once all are made;
+        # the drafts wait in a spill file beside the output, not in memory (peak memory flat in the number of cases)
+        yield from engine.finalize_stream(drafts(), staging / ".drafts.pickle")
 
     with staged_dir(dst) as staging:
         if client is None:
@@ -60,8 +70,8 @@ def run(params: GenerateParams, src: Path, dst: Path, report_path: Path | None =
                 for batch in batched(template_items(), params.llm_batch):
                     yield from (count(i) for i in aug.augment(batch))
                 cases = (c for c in read_jsonl(src / "cases.jsonl", Case) if c.figures)
-                for batch in batched(cases, params.llm_batch):
-                    yield from (count(i) for i in aug.caption_items(batch))
+                for group in batched(cases, params.llm_batch):
+                    yield from (count(i) for i in aug.caption_items(group))
 
             report.outputs = write_jsonl(staging / "items.jsonl", all_items())
             write_jsonl(staging / "llm_failures.jsonl", failures)

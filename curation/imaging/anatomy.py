@@ -21,8 +21,6 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from curation.imaging.sitk import array_to_sitk, coarse_copy, register_affine
-
 VERSION = "1"
 LANDMARKS = Path(__file__).with_name("landmarks.yaml")
 Tissue = Literal["gm", "wm", "csf", "brain"]
@@ -224,55 +222,259 @@ def template_head(spacing: float) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- registration to a series
-@dataclass(frozen=True)
-class Fit:
-    """Template-to-series fit: ``to_series`` maps template (MNI, RAS mm) points to series points (RAS mm)."""
+REGISTRATION = Path(__file__).with_name("registration.yaml")
 
-    matrix: np.ndarray  # 4x4 RAS affine, template mm -> series mm
+
+class _Stage(BaseModel):
+    """Keyword arguments of one ``ants.registration`` call."""
+
+    model_config = ConfigDict(extra="forbid")
+    type_of_transform: Literal["Rigid", "Similarity", "Affine", "SyN", "SyNOnly"]
+    aff_metric: Literal["mattes", "GC", "meansquares"] = "mattes"
+    syn_metric: Literal["mattes", "CC", "meansquares"] | None = None
+    aff_random_sampling_rate: float = Field(0.2, gt=0, le=1)
+    aff_iterations: tuple[int, ...]
+    aff_shrink_factors: tuple[int, ...]
+    aff_smoothing_sigmas: tuple[float, ...]
+    reg_iterations: tuple[int, ...] | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class Registration(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: str
+    grid_mm: float = Field(gt=0.5, le=4)
+    seed: int
+    max_brain_litres: float = Field(gt=0)
+    scalp_above_brain_mm: float = Field(ge=0)
+    top_depth_mm: float = Field(gt=0)
+    rigid: _Stage
+    brain_margin_mm: float = Field(ge=0)
+    deformable: _Stage
+    contrasts: dict[str, tuple[float, float, float]]
+
+
+@functools.lru_cache(maxsize=1)
+def registration_presets() -> Registration:
+    return Registration.model_validate(yaml.safe_load(REGISTRATION.read_text(encoding="utf-8")))
+
+
+_LPS = np.diag([-1.0, -1.0, 1.0])
+
+
+def _ants() -> Any:
+    """antspyx, with ITK on one thread unless the caller chose (the pipeline runs one volume per process; one
+    thread and a fixed seed give the same fit on every run)."""
+    import os
+
+    os.environ.setdefault("ITK_GLOBAL_DEFAULT_NUMBER_OF_THREADS", "1")
+    import ants
+
+    ants.config._random_seed = registration_presets().seed  # what ants.registration passes as --random-seed
+    return ants
+
+
+def to_ants(data: np.ndarray, affine: np.ndarray) -> Any:
+    """An [x, y, z] array with its RAS affine as an ANTs image (ITK's LPS world)."""
+    ants = _ants()
+    a = np.asarray(affine, dtype=np.float64)
+    m = _LPS @ a[:3, :3]
+    spacing = np.sqrt((m**2).sum(axis=0))
+    origin = tuple(float(v) for v in _LPS @ a[:3, 3])
+    return ants.from_numpy(np.ascontiguousarray(data, dtype=np.float32), origin=origin,
+                           spacing=tuple(float(v) for v in spacing), direction=m / spacing)
+
+
+def _world_lps(img: Any) -> np.ndarray:
+    """LPS mm of every voxel of an ANTs image, shape (n, 3), in the array's C order."""
+    d = np.asarray(img.direction) * np.asarray(img.spacing)
+    idx = np.indices(img.shape, dtype=np.float32).reshape(3, -1).T
+    return idx @ d.T.astype(np.float32) + np.asarray(img.origin, dtype=np.float32)
+
+
+def _otsu(values: np.ndarray) -> float:
+    hist, edges = np.histogram(values, bins=256)
+    centres = (edges[:-1] + edges[1:]) / 2
+    w = np.cumsum(hist)
+    mu = np.cumsum(hist * centres)
+    between = (mu[-1] * w - mu * w[-1]) ** 2 / np.maximum(w * (w[-1] - w), 1)
+    return float(centres[int(np.argmax(between))])
+
+
+def head_mask(data: np.ndarray) -> np.ndarray:
+    """The head (or brain) of a volume: voxels above half the Otsu threshold, largest connected part."""
+    from scipy import ndimage
+
+    fg = data > 0.5 * _otsu(data[np.isfinite(data)])
+    lab, n = ndimage.label(fg)
+    if n > 1:
+        sizes = np.bincount(lab.ravel())
+        sizes[0] = 0
+        fg = lab == int(np.argmax(sizes))
+    return fg
+
+
+def _top(img: Any, depth: float) -> np.ndarray:
+    """LPS point at the top of the head: its z the head's highest (99.5th percentile), x and y the centre of the
+    head's voxels within ``depth`` mm of it."""
+    fg = head_mask(img.numpy()).ravel()
+    pts = _world_lps(img)[fg]
+    if len(pts) == 0:
+        raise AnatomyError("the volume has no foreground to register")
+    top = float(np.percentile(pts[:, 2], 99.5))
+    c = pts[pts[:, 2] > top - depth].mean(axis=0).astype(np.float64)
+    c[2] = top
+    return c
+
+
+@functools.lru_cache(maxsize=8)
+def _template(sequence: str | None, spacing: float) -> Any:
+    """The registration template for a contrast, as an ANTs image on the head grid."""
+    maps = template_maps(spacing)
+    weights = registration_presets().contrasts.get(sequence or "")
+    if weights is None:
+        return to_ants(maps.t1, maps.affine)
+    g, w, c = weights
+    return to_ants(g * maps.gm + w * maps.wm + c * maps.csf, maps.affine)
+
+
+@dataclass
+class Fit:
+    """The template (MNI, RAS mm) registered to a series: ANTs' transform files (in ``_dir``, removed with the
+    object), the series' registration grid, and the linear part as a RAS matrix (template mm -> series mm)."""
+
+    matrix: np.ndarray  # 4x4 RAS affine, template mm -> series mm (the linear part of the fit)
     metric: float
+    kind: Literal["head", "brain"]  # what the series holds: a whole head, or a brain without its head
+    _fwd: list[str]
+    _inv: list[str]
+    _dir: Any
 
     def to_series(self, points_mm: np.ndarray) -> np.ndarray:
-        pts = np.atleast_2d(np.asarray(points_mm, dtype=np.float64))
-        return (self.matrix[:3, :3] @ pts.T).T + self.matrix[:3, 3]
+        """Template RAS points -> series RAS points through the whole fit (linear and deformable)."""
+        import pandas as pd
 
-    def to_template(self, points_mm: np.ndarray) -> np.ndarray:
-        inv = np.linalg.inv(self.matrix)
-        pts = np.atleast_2d(np.asarray(points_mm, dtype=np.float64))
-        return (inv[:3, :3] @ pts.T).T + inv[:3, 3]
+        ants = _ants()
+        pts = np.atleast_2d(np.asarray(points_mm, dtype=np.float64)) @ _LPS
+        frame = pd.DataFrame(pts, columns=["x", "y", "z"])
+        invert = [True] + [False] * (len(self._inv) - 1)
+        out = ants.apply_transforms_to_points(3, frame, self._inv, whichtoinvert=invert)
+        return out[["x", "y", "z"]].to_numpy(dtype=np.float64) @ _LPS
+
+    def on_series(self, arrays: list[np.ndarray], maps: TemplateMaps, shape: tuple[int, ...],
+                  affine: np.ndarray) -> list[np.ndarray]:
+        """Template-grid ``arrays`` resampled (linear) onto a series grid (``shape`` with its RAS ``affine``)."""
+        ants = _ants()
+        ref = to_ants(np.zeros(tuple(shape[:3]), np.float32), affine)
+        return [ants.apply_transforms(fixed=ref, moving=to_ants(a, maps.affine), transformlist=self._fwd,
+                                      interpolator="linear").numpy().astype(np.float32) for a in arrays]
+
+    def record(self) -> dict[str, Any]:
+        """What the fit was, for the series' provenance (the linear part; the deformation is not written)."""
+        p = registration_presets()
+        return {"library": "antspyx", "presets": f"registration.yaml v{p.version}", "series_kind": self.kind,
+                "template_to_series_ras": [[round(float(v), 5) for v in row] for row in self.matrix]}
+
+
+def _linear_ras(path: str) -> np.ndarray:
+    """An ANTs affine transform file (series LPS -> template LPS) as a RAS 4x4 matrix, template -> series."""
+    ants = _ants()
+    tx = ants.read_transform(path)
+    par, centre = np.asarray(tx.parameters, np.float64), np.asarray(tx.fixed_parameters, np.float64)
+    m = np.eye(4)
+    m[:3, :3] = par[:9].reshape(3, 3)
+    m[:3, 3] = par[9:12] + centre - m[:3, :3] @ centre
+    flip = np.diag([-1.0, -1.0, 1.0, 1.0])
+    return np.linalg.inv(flip @ m @ flip)
+
+
+def fit_template(data: np.ndarray, affine: np.ndarray, sequence: str | None = None) -> Fit:
+    """Register the template to a series (``data`` [x, y, z] with its RAS ``affine``), per registration.yaml:
+    a top-aligned start, rigid onto the whole series, then affine and SyN onto the series cut to the brain."""
+    import tempfile
+
+    from scipy import ndimage
+
+    ants = _ants()
+    p = registration_presets()
+    series = ants.resample_image(to_ants(data, affine), (p.grid_mm,) * 3, use_voxels=False, interp_type=0)
+    moving = _template(sequence, p.grid_mm)
+    arr = series.numpy()
+    litres = float((arr > arr.min() + 1e-6).sum()) * p.grid_mm**3 / 1e6
+    kind: Literal["head", "brain"] = "brain" if litres < p.max_brain_litres else "head"
+    work = tempfile.TemporaryDirectory(prefix="anatomy-fit-")
+    start = _top(moving, p.top_depth_mm) + np.array([0.0, 0.0, p.scalp_above_brain_mm if kind == "head" else 0.0])
+    shift = start - _top(series, p.top_depth_mm)
+    init = ants.create_ants_transform(transform_type="AffineTransform", dimension=3,
+                                      translation=tuple(float(v) for v in shift))
+    ants.write_transform(init, f"{work.name}/start.mat")
+    rigid = ants.registration(fixed=series, moving=moving, initial_transform=[f"{work.name}/start.mat"],
+                              outprefix=f"{work.name}/rigid_", **p.rigid.kwargs())
+    brain = to_ants((template_maps(p.grid_mm).brain > 0.5).astype(np.float32), template_maps(p.grid_mm).affine)
+    placed = ants.apply_transforms(fixed=series, moving=brain, transformlist=rigid["fwdtransforms"]).numpy() > 0.5
+    grow = max(0, int(round(p.brain_margin_mm / p.grid_mm)))
+    if grow:
+        placed = ndimage.binary_dilation(placed, iterations=grow)
+    cut = series.new_image_like(arr * placed)
+    final = ants.registration(fixed=cut, moving=moving, initial_transform=rigid["fwdtransforms"],
+                              outprefix=f"{work.name}/final_", **p.deformable.kwargs())
+    fwd, inv = list(final["fwdtransforms"]), list(final["invtransforms"])
+    linear = next(f for f in fwd if f.endswith(".mat"))
+    warped = final["warpedmovout"].numpy()
+    inside = placed & (warped > 0)
+    metric = float(np.corrcoef(warped[inside], arr[inside])[0, 1]) if inside.sum() > 10 else 0.0
+    return Fit(_linear_ras(linear), metric, kind, fwd, inv, work)
+
+
+MIN_FACE_IN_VIEW = 0.05  # of the template's face region: less inside the field of view, and the face is not there
+MAX_FACE_TISSUE = 0.02   # of the face region in view: less holding tissue, and the volume has no face to remove
 
 
 @functools.lru_cache(maxsize=2)
-def _template_image(spacing: float) -> Any:
+def face_region(spacing: float) -> np.ndarray:
+    """The template's face (FACE, NOSE and ORBITS in MNI mm) on the head grid, less the brain grown by 6 mm: what a
+    head has in front of and below its frontal lobes, and a brain without its head has not."""
+    from scipy import ndimage
+
     maps = template_maps(spacing)
-    return array_to_sitk(template_head(spacing), maps.affine)
+    world = maps.world()
+    face = _ellipsoid(world, *FACE, power=4) | _ellipsoid(world, *NOSE)
+    for centre, radii in ORBITS:
+        face |= _ellipsoid(world, centre, radii)
+    grown = ndimage.binary_dilation(maps.brain > 0.1, iterations=max(1, int(round(6.0 / spacing))))
+    return (face & ~grown).astype(np.float32)
 
 
-REG_SPACING = 4.0  # mm: the template and the series are registered on copies at this spacing
+def face_tissue(fit: Fit, data: np.ndarray, affine: np.ndarray) -> tuple[float, float]:
+    """(share of the template's face region inside the series' field of view, share of that part holding tissue)."""
+    p = registration_presets()
+    series = _ants().resample_image(to_ants(data, affine), (p.grid_mm,) * 3, use_voxels=False, interp_type=0)
+    grid = series.numpy()
+    maps = template_maps(p.grid_mm)
+    region = face_region(p.grid_mm)
+    ref_aff = _ras_affine(series)
+    on_series = fit.on_series([region], maps, grid.shape, ref_aff)[0] >= 0.5
+    total = float(region.sum()) * (maps.spacing / p.grid_mm) ** 3
+    in_view = float(on_series.sum()) / max(total, 1.0)
+    tissue = float((head_mask(grid) & on_series).sum()) / max(int(on_series.sum()), 1)
+    return round(min(in_view, 1.0), 4), round(tissue, 4)
 
 
-def fit_template(data: np.ndarray, affine: np.ndarray) -> Fit:
-    """Affine fit of the template head to a series (``data`` [x, y, z] with its RAS ``affine``)."""
-    fixed = coarse_copy(array_to_sitk(data, affine), REG_SPACING)
-    moving = coarse_copy(_template_image(2.0), REG_SPACING)
-    tx, metric = register_affine(fixed, moving)  # maps series (LPS) points to template (LPS) points
+def _ras_affine(img: Any) -> np.ndarray:
+    """The RAS 4x4 affine of an ANTs image."""
     m = np.eye(4)
-    m[:3, :3] = np.asarray(tx.GetMatrix()).reshape(3, 3)
-    centre = np.asarray(tx.GetCenter())
-    m[:3, 3] = np.asarray(tx.GetTranslation()) + centre - m[:3, :3] @ centre
-    flip = np.diag([-1.0, -1.0, 1.0, 1.0])
-    series_to_template = flip @ m @ flip  # the same map in RAS coordinates
-    return Fit(np.linalg.inv(series_to_template), metric)
+    d = np.asarray(img.direction) * np.asarray(img.spacing)
+    m[:3, :3] = _LPS @ d
+    m[:3, 3] = _LPS @ np.asarray(img.origin)
+    return m
 
 
 def template_on_series(fit: Fit, shape: tuple[int, ...], affine: np.ndarray, maps: TemplateMaps,
                        arrays: list[np.ndarray]) -> list[np.ndarray]:
     """Template-grid ``arrays`` resampled (linear) onto a series grid through ``fit``."""
-    from scipy import ndimage
-
-    # series voxel -> series mm -> template mm -> template voxel
-    m = np.linalg.inv(maps.affine) @ np.linalg.inv(fit.matrix) @ affine
-    return [ndimage.affine_transform(a.astype(np.float32), m[:3, :3], offset=m[:3, 3], output_shape=tuple(shape[:3]),
-                                     order=1, mode="constant", cval=0.0) for a in arrays]
+    return fit.on_series(arrays, maps, shape, affine)
 
 
 # ----------------------------------------------------------------------------- lesions

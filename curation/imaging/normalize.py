@@ -62,6 +62,8 @@ class SeriesContext:
     info: dict[str, Any] = field(default_factory=dict)
     src_affine: Any = None  # the acquisition's sampling, before any resampling
     defaced: bool = False
+    fit: Any = None  # the anatomy fit (anatomy.Fit), made once and used by defacing and target location
+    fit_failed: str | None = None
     fg: Any = None  # foreground mask of the volume before intensity normalization
     spacing: tuple[float, ...] = ()
     sidecar: dict[str, Any] = field(default_factory=dict)
@@ -109,20 +111,68 @@ def to_canonical(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     return img, _step("to_canonical_ras", format=t.format)
 
 
-def deface(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
-    """Zero face and ears (curation.imaging.deface) of the sequences ``deface_sequences`` names (None: all)."""
+def _wants_deface(ctx: SeriesContext) -> bool:
     p = ctx.params
-    if not p.deface or (p.deface_sequences is not None and ctx.task.sequence not in p.deface_sequences):
+    return bool(p.deface) and (p.deface_sequences is None or ctx.task.sequence in p.deface_sequences)
+
+
+def fit_anatomy(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    """Register the labelled template to the series once (anatomy.fit_template, ANTs); defacing and target location
+    both use it. A volume the fit breaks on keeps its reason; the steps after it go on without the fit."""
+    if not (ctx.params.key_slices or _wants_deface(ctx)):
+        return img, None
+    from curation.imaging import anatomy
+
+    try:
+        ctx.fit = anatomy.fit_template(_data(img), np.asarray(img.affine, dtype=np.float64), ctx.task.sequence)
+    except Exception as exc:  # ITK raises many types on degenerate volumes
+        ctx.fit_failed = f"template registration failed ({type(exc).__name__}: {str(exc)[:200]})"
+        return img, None
+    return img, _step("fit_anatomy", anatomy.registration_presets().version, **ctx.fit.record())
+
+
+def _face_free(img: Any, ctx: SeriesContext) -> dict[str, Any] | None:
+    """Why the series has no face to remove (a brain without its head, or a field of view that stops above the
+    face), or None. Only a series the fit shows to be a brain can be face-free; anything else goes to the defacer,
+    which refuses what is not a head."""
+    if ctx.fit is None:
+        return None
+    from curation.imaging import anatomy
+    from curation.imaging.targets import brain_check
+
+    data, affine = _data(img), np.asarray(img.affine, dtype=np.float64)
+    if brain_check(data, affine, ctx.fit) is not None:
+        return None
+    in_view, tissue = anatomy.face_tissue(ctx.fit, data, affine)
+    if in_view < anatomy.MIN_FACE_IN_VIEW:
+        reason = f"the face is outside the field of view ({in_view:.1%} of the template's face region in view)"
+    elif tissue <= anatomy.MAX_FACE_TISSUE:
+        reason = (f"no tissue where the face would be ({tissue:.1%} of the face region in view): a brain without "
+                  "its head")
+    else:
+        return None
+    return {"outcome": "face_free", "reason": reason, "face_region_in_view": in_view, "face_region_tissue": tissue,
+            "series_kind": ctx.fit.kind}
+
+
+def deface(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    """Zero face and ears (curation.imaging.deface) of the sequences ``deface_sequences`` names (None: all); a
+    face-free series (a brain without its head) passes unchanged, recorded as such."""
+    if not _wants_deface(ctx):
         return img, None
     from curation.imaging.deface import VERSION as DEFACE_VERSION
     from curation.imaging.deface import DefaceError, deface_image
 
+    free = _face_free(img, ctx)
+    if free is not None:
+        return img, _step("deface", DEFACE_VERSION, **free)
     try:
         img, summary = deface_image(img)
     except DefaceError as exc:  # a face that cannot be removed safely is never rendered
         raise Refused(Outcome.failure("deface_refused", str(exc))) from exc
     ctx.defaced = True
-    return img, _step("deface", DEFACE_VERSION, **{k: v for k, v in summary.items() if k != "version"})
+    return img, _step("deface", DEFACE_VERSION, outcome="defaced",
+                      **{k: v for k, v in summary.items() if k != "version"})
 
 
 def n4_bias_correction(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
@@ -179,7 +229,10 @@ def locate_targets(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     ctx.refused = refused_planes(ctx.sampling, p.max_reformat_spacing_mm)
     if not p.key_slices:
         return img, None
-    ctx.located = locate(_data(img), img.affine, ctx.task.sequence, p)
+    ctx.located = locate(_data(img), img.affine, ctx.task.sequence, p, ctx.refused, fit=ctx.fit)
+    if ctx.fit_failed:
+        ctx.located["anatomy"].update(fit="failed", not_located={t: ctx.fit_failed for t in sorted(p.targets)})
+        ctx.located["targets"] = []
     return img, _step("locate_targets", **dict(ctx.located["anatomy"].items()))
 
 
@@ -199,8 +252,9 @@ def qc(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
 
 
 SeriesStepFn = Callable[[Any, SeriesContext], tuple[Any, "Step | None"]]
-STEPS: tuple[SeriesStepFn, ...] = (to_canonical, deface, n4_bias_correction, resample, intensity, save,
-                                   locate_targets, render, qc)
+# targets are located before the intensity rescale: its percentile clip would flatten a bright lesion
+STEPS: tuple[SeriesStepFn, ...] = (to_canonical, fit_anatomy, deface, n4_bias_correction, resample, locate_targets,
+                                   intensity, save, render, qc)
 
 
 def _data(img: Any) -> np.ndarray:

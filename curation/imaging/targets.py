@@ -62,16 +62,46 @@ def slice_index(affine: np.ndarray, shape: tuple[int, ...], axis: int, point_mm:
     return idx if 0 <= idx < shape[axis] else None
 
 
-def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: NormalizeParams) -> dict[str, Any]:
-    """``_locate``; an odd volume that breaks it loses its targets (reason recorded), never its other renders."""
+def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: NormalizeParams,
+           refused: dict[str, str] | None = None, fit: Any = None) -> dict[str, Any]:
+    """``_locate``; an odd volume that breaks it loses its targets (reason recorded), never its other renders.
+    ``fit`` is the series' anatomy fit when an earlier step made it (one registration per volume)."""
     try:
-        return _locate(data, affine, sequence, p)
+        return _locate(data, affine, sequence, p, refused or {}, fit)
     except Exception as exc:  # numpy/scipy/ITK raise many types on degenerate volumes
         return {"targets": [], "anatomy": {"fit": "failed", "not_located": {
             t: f"target location failed ({type(exc).__name__}: {str(exc)[:200]})" for t in sorted(p.targets)}}}
 
 
-def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: NormalizeParams) -> dict[str, Any]:
+def shown_plane(plane: str, refused: dict[str, str]) -> str | None:
+    """``plane``, or where the acquisition cannot show it, the first plane it can (a thick-slice axial series shows
+    the hippocampus in its own axial slices rather than in a blurred coronal reformat)."""
+    if plane not in refused:
+        return plane
+    return next((q for q in ("axial", "coronal", "sagittal") if q not in refused), None)
+
+
+def _small(data: np.ndarray, affine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The volume decimated to about LESION_GRID_MM, with its own affine (the grid tissue maps are checked on)."""
+    step = max(1, int(round(LESION_GRID_MM / float(np.sqrt((affine[:3, 0] ** 2).sum())))))
+    small = np.ascontiguousarray(data[::step, ::step, ::step])
+    small_aff = affine.copy()
+    small_aff[:3, :3] = affine[:3, :3] * step
+    return small, small_aff
+
+
+def brain_check(data: np.ndarray, affine: np.ndarray, fit: Any) -> str | None:
+    """Why the series shows no brain where ``fit`` puts the template's (see _anatomy_check), or None."""
+    from curation.imaging import anatomy
+
+    maps = anatomy.template_maps(2.0)
+    small, small_aff = _small(data, affine)
+    gm, wm, vent = fit.on_series([maps.gm, maps.wm, maps.csf * (maps.brain > 0.5)], maps, small.shape, small_aff)
+    return _anatomy_check(small, gm, wm, vent, float(np.linalg.norm(small_aff[:3, 0])))
+
+
+def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: NormalizeParams,
+            refused: dict[str, str], fit: Any) -> dict[str, Any]:
     """Target placements for a normalized series: ``{"targets": [...], "anatomy": {...}}``. Each target is
     ``{target, plane, slice_index, position_mm, located_by}`` (the brain montage has ``slices`` instead); a target
     that cannot be placed is left out and its reason listed in ``anatomy["not_located"]``."""
@@ -79,23 +109,20 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
 
     shape = data.shape
     out: dict[str, Any] = {"targets": [], "anatomy": {"template": "MNI152 2009a sym (nilearn)",
+                                                      "registration": "antspyx",
                                                       "version": anatomy.VERSION, "not_located": {}}}
     wanted = set(p.targets)
     if not wanted:
         return out
     try:
-        fit = anatomy.fit_template(data, affine)
+        fit = fit or anatomy.fit_template(data, affine, sequence)
     except Exception as exc:  # ITK raises on degenerate images
         out["anatomy"]["fit"] = "failed"
         out["anatomy"]["not_located"] = {t: f"template registration failed ({type(exc).__name__})"
                                          for t in sorted(wanted)}
         return out
     maps = anatomy.template_maps(2.0)
-    # the lesion search grid: the volume decimated to about LESION_GRID_MM, with its own affine
-    step = max(1, int(round(LESION_GRID_MM / float(np.sqrt((affine[:3, 0] ** 2).sum())))))
-    small = np.ascontiguousarray(data[::step, ::step, ::step])
-    small_aff = affine.copy()
-    small_aff[:3, :3] = affine[:3, :3] * step
+    small, small_aff = _small(data, affine)  # the lesion search grid
     regions = {n: anatomy.region_mask(n, maps).astype(np.float32) for n in ("hippocampus", "lateral_ventricles")}
     gm, wm, vent, brain, *warped = anatomy.template_on_series(
         fit, small.shape, small_aff, maps,
@@ -111,12 +138,12 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
         return round(float((np.take(mask, k, axis=axis) >= 0.5).sum()) / b, 4) if b else None
 
     scale = np.linalg.svd(fit.matrix[:3, :3])[1]
-    check = _anatomy_check(small, gm, wm, vent)
+    check = _anatomy_check(small, gm, wm, vent, float(np.linalg.norm(small_aff[:3, 0])))
     if check is None and not (MIN_SCALE <= scale.min() and scale.max() <= MAX_SCALE):
         check = (f"the template fit is implausible (scaled {scale.min():.2f}..{scale.max():.2f}, outside "
                  f"{MIN_SCALE}..{MAX_SCALE})")
     out["anatomy"].update({"fit": "ok" if check is None else "refused", "metric": round(fit.metric, 4),
-                           "scale": [round(float(v), 3) for v in scale]})
+                           "scale": [round(float(v), 3) for v in scale], **fit.record()})
     if check is not None:
         out["anatomy"]["fit_reason"] = check
         out["anatomy"]["not_located"] = {t: check for t in sorted(wanted)}
@@ -127,15 +154,22 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
             continue
         t = targets[name]  # type: ignore[index]
         point = fit.to_series(np.array(list(t.landmarks.values()))).mean(axis=0)
-        axis = PLANE_NORMAL[t.plane]
+        plane = shown_plane(t.plane, refused)
+        if plane is None:
+            out["anatomy"]["not_located"][name] = f"no plane of this acquisition can show it ({refused[t.plane]})"
+            continue
+        axis = PLANE_NORMAL[plane]
         idx = slice_index(affine, shape, axis, point)
         if idx is None:
             out["anatomy"]["not_located"][name] = "the landmark lies outside the volume's field of view"
             continue
-        out["targets"].append({"target": name, "plane": t.plane, "slice_index": idx,
-                               "position_mm": slice_position(affine, shape, axis, idx),
-                               "located_by": "atlas_registration",
-                               "target_fraction": fraction(region_on_series[name], axis, point)})
+        placed = {"target": name, "plane": plane, "slice_index": idx,
+                  "position_mm": slice_position(affine, shape, axis, idx), "located_by": "atlas_registration",
+                  "target_fraction": fraction(region_on_series[name], axis, point),
+                  "centre_mm": [round(float(v), 2) for v in point]}
+        if plane != t.plane:
+            placed["instead_of"] = {"plane": t.plane, "reason": refused[t.plane]}
+        out["targets"].append(placed)
     if "brain" in wanted:
         t = targets["brain"]
         lo, hi = fit.to_series(np.array([t.landmarks["inferior"], t.landmarks["superior"]]))
@@ -171,21 +205,54 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
     return out
 
 
-def _anatomy_check(data: np.ndarray, gm: np.ndarray, wm: np.ndarray, vent: np.ndarray) -> str | None:
-    """Why the fitted template cannot be trusted, or None: the series must show the template's tissue contrast
-    where the template puts grey matter, white matter and the ventricles (a uniform object, or a fit that missed
-    the brain, shows none)."""
+def _separation(a: np.ndarray, b: np.ndarray) -> float:
+    """How well intensity tells two tissues apart, 0 (the same distribution) to 1 (no overlap), either way round:
+    |2 AUC - 1| of their voxel values, robust to bias fields and to any contrast."""
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(0)
+    a = a if len(a) <= 20000 else rng.choice(a, 20000, replace=False)
+    b = b if len(b) <= 20000 else rng.choice(b, 20000, replace=False)
+    ranks = rankdata(np.concatenate([a, b]))
+    auc = (ranks[:len(a)].sum() - len(a) * (len(a) + 1) / 2) / (len(a) * len(b))
+    return abs(2.0 * float(auc) - 1.0)
+
+
+# a brain's tissues stand apart from their neighbours by at least this: ventricles from the white matter around them,
+# or grey matter from the white matter beside it, compared within 6 mm so that a bias field (which a QA bottle shows
+# as large-scale shading) cannot pass for tissue. Measured: real T1, T2, FLAIR, PD heads 0.32-0.94; a real Siemens
+# QA bottle 0.05, a uniform cylinder 0.02
+MIN_SEPARATION = 0.15
+NEIGHBOUR_MM = 6.0
+
+
+def _anatomy_check(data: np.ndarray, gm: np.ndarray, wm: np.ndarray, vent: np.ndarray,
+                   voxel_mm: float = LESION_GRID_MM) -> str | None:
+    """Why the fitted template cannot be trusted, or None: where the template puts the ventricles, the series must
+    differ from the white matter around them, or where it puts grey matter from the white matter beside it (in any
+    contrast: T1 and T2 order them oppositely). A uniform object, a phantom, or a fit that missed the brain, shows
+    no such local difference."""
+    from scipy import ndimage
+
+    from curation.imaging.anatomy import head_mask
+
+    # only what lies inside the object counts: a template tissue that the fit put on the background would
+    # "separate" from the rest on any object at all (a bottle's edge)
+    inside = ndimage.binary_fill_holes(head_mask(data))
     regions = {"grey matter": gm >= 0.7, "white matter": wm >= 0.9, "ventricles": vent >= 0.7}
-    meds, spread = {}, []
     for name, sel in regions.items():
         if sel.sum() < 20:
             return f"the fitted template's {name} falls outside the volume"
-        vals = data[sel]
-        meds[name] = float(np.median(vals))
-        spread.append(1.4826 * float(np.median(np.abs(vals - meds[name]))))
-    sigma = max(float(np.median(spread)), 1e-6)
-    contrast = max(abs(a - b) for a in meds.values() for b in meds.values()) / sigma
-    if contrast < 2.0:
-        return (f"no brain anatomy where the registered template expects it (tissue contrast {contrast:.2f} "
-                "robust SDs < 2); not a brain, or the fit failed")
+        if (sel & inside).sum() < 0.5 * sel.sum():
+            return f"the fitted template's {name} falls outside the imaged object; not a brain, or the fit failed"
+        regions[name] = sel & inside
+    grey, white, ventricles = regions["grey matter"], regions["white matter"], regions["ventricles"]
+    near = max(1, int(round(NEIGHBOUR_MM / voxel_mm)))
+    pairs = [(ventricles, ndimage.binary_dilation(ventricles, iterations=near) & white & ~ventricles),
+             (ndimage.binary_dilation(white, iterations=near) & grey,
+              ndimage.binary_dilation(grey, iterations=near) & white)]
+    best = max((_separation(data[a], data[b]) for a, b in pairs if a.sum() >= 20 and b.sum() >= 20), default=0.0)
+    if best < MIN_SEPARATION:
+        return (f"no brain anatomy where the registered template expects it (ventricles, grey and white matter differ "
+                f"from their neighbours by {best:.2f} < {MIN_SEPARATION}); not a brain, or the fit failed")
     return None

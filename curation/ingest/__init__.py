@@ -7,6 +7,7 @@ from pathlib import Path
 
 from curation.errors import InputError
 from curation.ingest.base import IngestContext, load_spec
+from curation.ingest.screen import screen
 from curation.params import IngestParams
 from curation.records import write_jsonl
 from curation.report import Report
@@ -49,6 +50,7 @@ def run(params: IngestParams, source: str, src: Path, dst: Path, *, workers: int
 
         def counted(it: Iterable[Case]) -> Iterator[Case]:
             for c in it:
+                screen(c, report)  # source text is data: hidden characters and planted instructions out, flagged
                 report.counts["series"] += len(c.all_series())
                 report.counts["figures"] += len(c.figures)
                 yield c

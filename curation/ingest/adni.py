@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.ingest.base import IngestContext, numeric_scores, read_csv_rows, to_float
-from curation.ingest.dicomscan import inspect_dicom
+from curation.ingest.dicomscan import inspect_dicom, instance_identity, uid_collisions
 from curation.parallel import pmap
 from curation.paths import is_utf8_name
 from curation.records import batched
@@ -67,8 +67,11 @@ def ingest(ctx: IngestContext) -> Iterator[Case]:
                           and is_utf8_name(p.name))
     seen: set[str] = set()
     ida_used: set[str] = set()
+    # a collision across participant batches must set aside both files, and a batch's cases are out before the next
+    # is read: a larger download is checked in a header pass first; one batch is checked from its own scan
+    collisions = _collisions(ctx, image_root, participants) if len(participants) > PARTICIPANTS_PER_BATCH else None
     for batch in batched(participants, PARTICIPANTS_PER_BATCH):
-        series_by_ptid = _scan_participants(ctx, image_root, batch)
+        series_by_ptid = _scan_participants(ctx, image_root, batch, collisions)
         for pdir in batch:
             ptid = pdir.name
             seen.add(ptid)
@@ -110,28 +113,79 @@ def _ida_metadata(ctx: IngestContext) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _scan_participants(ctx: IngestContext, image_root: Path,
-                       participants: list[Path]) -> dict[str, list[dict[str, Any]]]:
+def _image_folders(ctx: IngestContext, image_root: Path, participants: list[Path],
+                   report: bool = True) -> dict[str, list[str]]:
+    """``{image folder: its files}`` at ``<PTID>/<desc>/<date>/<id>/``; other files are listed (when ``report``)."""
     folders: dict[str, list[str]] = defaultdict(list)
     for pdir in participants:
         for path in sorted(ctx.walk(pdir)):
             depth = len(path.relative_to(image_root).parts)
             if depth != 5:
-                ctx.report.skip(ctx.rel_raw(path), "not_in_image_layout", "file outside <PTID>/<desc>/<date>/<id>/")
+                if report:
+                    ctx.report.skip(ctx.rel_raw(path), "not_in_image_layout",
+                                    "file outside <PTID>/<desc>/<date>/<id>/")
             else:
                 folders[str(path.parent)].append(str(path))
+    return folders
+
+
+def _identities(task: tuple[str, list[str]]) -> list[tuple[str, tuple[str, str, str] | None]]:
+    return [(f, instance_identity(f)) for f in sorted(task[1])]
+
+
+def _collisions(ctx: IngestContext, image_root: Path, participants: list[Path]) -> dict[str, tuple[str, str]]:
+    """Files whose SOPInstanceUID another file of the download also carries (``dicomscan.uid_collisions``), keyed by
+    path relative to the raw folder, from a pass over the headers of every participant before any case is built."""
+    owners: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+    folders = _image_folders(ctx, image_root, participants, report=False)
+    for result in pmap(_identities, sorted(folders.items()), workers=ctx.workers, scheduler=ctx.scheduler):
+        for f, ident in result:
+            if ident is not None and ident[0]:
+                owners[ident[0]].append((ctx.rel_raw(Path(f)), ident[1], ident[2]))
+    return _counted(ctx, uid_collisions(owners))
+
+
+def _counted(ctx: IngestContext, found: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    ctx.report.counts["sop_instance_uid_collisions"] += sum(code == "sop_instance_uid_collision"
+                                                            for code, _ in found.values())
+    return found
+
+
+def _scan_participants(ctx: IngestContext, image_root: Path, participants: list[Path],
+                       collisions: dict[str, tuple[str, str]] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The series of a batch of participants. ``collisions``: the download's instance UID collisions (None: found in
+    this batch's scan, when the batch is the whole download)."""
+    folders = _image_folders(ctx, image_root, participants)
+    scanned = list(pmap(_scan_folder, sorted(folders.items()), workers=ctx.workers, scheduler=ctx.scheduler))
+    if collisions is None:
+        owners: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+        for _, results in scanned:
+            for f, info in results:
+                if info.ok and info.data.get("sop_uid"):
+                    d = info.data
+                    owners[d["sop_uid"]].append((ctx.rel_raw(Path(f)), d["patient_id"], d["series_uid"]))
+        collisions = _counted(ctx, uid_collisions(owners))
     series_by_ptid: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for folder, results in pmap(_scan_folder, sorted(folders.items()), workers=ctx.workers,
-                                scheduler=ctx.scheduler):
+    for folder, results in scanned:
         fpath = Path(folder)
         ptid, desc, stamp, image_id = fpath.relative_to(image_root).parts
         good: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
         for f, info in results:
             ctx.report.inputs += 1
-            if ctx.report.record(ctx.rel_raw(Path(f)), info):
+            rel = ctx.rel_raw(Path(f))
+            if info.ok and rel in collisions:
+                code, detail = collisions[rel]
+                info = Outcome.skip(code, detail) if code == "duplicate_instance" else Outcome.failure(code, detail)
+            if ctx.report.record(rel, info):
                 good[info.data["series_uid"]].append((f, info.data))
         m = STAMP.match(stamp)
         for uid, members in sorted(good.items()):
+            patients = sorted({d["patient_id"] for _, d in members})
+            if len(patients) > 1:  # one volume of two people's slices: none of them is used
+                for f, _ in members:
+                    ctx.report.fail(ctx.rel_raw(Path(f)), "series_mixes_patients",
+                                    f"series {uid[:64]} holds files of {len(patients)} PatientIDs")
+                continue
             first = members[0][1]
             acq = _date(m.group(1)) if m else (
                 datetime.strptime(first["study_date"], "%Y%m%d").date() if first["study_date"] else None

@@ -186,13 +186,19 @@ def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Ca
         figures.append(Figure(figure_id=fig_id, label=label, caption=caption, path=stored))
     return Case(
         case_id=case_id, source=SourceName.case_reports, license=_license(article, spec["default_license"]),
-        attribution=(f"{', '.join(authors) or 'the authors'}. {title}. {journal}. doi:{doi}" if doi
-                     else f"{title}. {journal}."),
+        attribution=attribution_of(authors, journal, doi),
         publication=Publication(title=title or None, journal=journal or None, doi=doi, pmcid=pmcid, authors=authors,
                                 url=f"https://doi.org/{doi}" if doi else None),
         title=title or None, history=abstract, presentation=presentation, notes=discussion, figures=figures,
         provenance=Provenance(source_paths=[path_digest(where)]),
     )
+
+
+def attribution_of(authors: list[str], journal: str, doi: str | None) -> str:
+    """What the licence asks for: the authors, the journal and the DOI. Not the title, which names the patient in
+    some case reports ("... in Mr. X of Boston, MRN ..."); the title is text and is de-identified as such."""
+    who = ", ".join(authors) or "the authors"
+    return f"{who}. {journal}. doi:{doi}" if doi else f"{who}. {journal}."
 
 
 def _resolve(folder: Path, href: str, exts: list[str]) -> Path | None:

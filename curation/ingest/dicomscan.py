@@ -7,8 +7,50 @@ from __future__ import annotations
 from curation.imaging.io import read_unbounded
 from curation.report import Outcome
 
+IDENTITY_TAGS = ("SOPInstanceUID", "PatientID", "SeriesInstanceUID")
+
 
 def inspect_dicom(path: str) -> Outcome:
-    """An ok outcome with the header fields in ``data`` (``series_uid``, ``study_date``, ``modality``...), or why
-    the file is not used (``skipped:not_dicom``, ``dicom_truncated``...)."""
-    return read_unbounded(path)[1]
+    """An ok outcome with the header fields in ``data`` (``series_uid``, ``study_date``, ``modality``, ``sop_uid``...),
+    or why the file is not used (``skipped:not_dicom``, ``dicom_truncated``...)."""
+    ds, info = read_unbounded(path)
+    if not info.ok:
+        return info
+    return Outcome.success(**info.data, sop_uid=str(ds.get("SOPInstanceUID", "") or ""))
+
+
+def instance_identity(path: str) -> tuple[str, str, str] | None:
+    """``(SOPInstanceUID, PatientID, SeriesInstanceUID)`` from the header alone (pixels unread), for the collision
+    check before series are built; None when the file is not readable DICOM (the full scan says why)."""
+    import pydicom
+
+    try:
+        ds = pydicom.dcmread(path, stop_before_pixels=True, specific_tags=list(IDENTITY_TAGS))
+        return tuple(str(ds.get(t, "") or "") for t in IDENTITY_TAGS)  # type: ignore[return-value]
+    except Exception:  # pydicom raises many types on junk; the full scan quarantines it with its reason
+        return None
+
+
+def uid_collisions(owners: dict[str, list[tuple[str, str, str]]]) -> dict[str, tuple[str, str]]:
+    """Files to set aside, from ``{SOPInstanceUID: [(file, patient, series), ...]}``: ``{file: (code, detail)}``.
+
+    An instance UID is unique to one image in the world; two files that carry one and differ in patient or series are
+    a PACS export fault, and both are quarantined (``sop_instance_uid_collision``): kept, they would make one series
+    (and one volume) of two people's slices, or two outputs with one remapped UID. Copies within one series of one
+    patient are one image: the first (by path) is kept, the rest skipped (``duplicate_instance``)."""
+    out: dict[str, tuple[str, str]] = {}
+    for uid, files in owners.items():
+        if len(files) < 2 or not uid:
+            continue
+        files = sorted(files)
+        if len({(patient, series) for _, patient, series in files}) > 1:
+            for f, patient, _ in files:
+                others = sorted((o[1] == patient, o) for o in files if o[0] != f)  # another patient's first
+                other = others[0][1]
+                why = "another patient" if other[1] != patient else "another series"
+                out[f] = ("sop_instance_uid_collision",
+                          f"SOPInstanceUID {uid[:64]} is also in {other[0]} ({why}; {len(files)} files share it)")
+        else:
+            for f, _, _ in files[1:]:
+                out[f] = ("duplicate_instance", f"a copy of {files[0][0]} (same SOPInstanceUID, patient and series)")
+    return out

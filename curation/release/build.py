@@ -14,7 +14,7 @@ from typing import Any
 from curation.errors import InputError, VerificationError
 from curation.params import ReleaseParams
 from curation.paths import inside
-from curation.records import read_jsonl, sha256_file, staged_dir, write_bytes, write_json, write_text
+from curation.records import output_lock, read_jsonl, sha256_file, staged_dir, write_bytes, write_json, write_text
 from curation.release import croissant
 from curation.release.card import DIGEST_PLACEHOLDER, distribution_plot, render_card, template_validity, with_digest
 from curation.release.read import features as release_features
@@ -153,34 +153,36 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
     items = sorted(read_jsonl(src / "items.jsonl", Item), key=lambda i: i.item_id)
     report.inputs = len(items)
     gate = _admit(items, params, validity)
-    staging_parent = releases / f".{name}.building"
-    shutil.rmtree(staging_parent, ignore_errors=True)
-    with staged_dir(staging_parent) as staging:
-        (staging / "images").mkdir(parents=True)
-        rows = _rows(items, params, staging / "images", report)
-        files = _write_parquet(rows, staging, params.arrow_copy)
-        counts = _counts(rows)
-        write_text(staging / "canary.txt", params.canary + "\n")
-        write_bytes(staging / "assets" / "distribution.png", distribution_plot(counts))
-        croissant.write(staging, params, name, f"{name}: multimodal neurology reasoning benchmark, {len(rows)} items.",
-                        sorted({r.license for r in rows}))
-        write_text(staging / "README.md", render_card(params, name, rows, counts, files, _checks(items),
-                                                      _agreement(items), validity=gate))
-        _verify_deid(staging, report, report_path)
-        write_json(staging / MANIFEST, _manifest(params, staging, counts, rows, lock_file, params_file))
-        # the card names the manifest's digest; the manifest holds the card's checksum with the placeholder
-        card = (staging / "README.md").read_text(encoding="utf-8")
-        write_text(staging / "README.md", with_digest(card, sha256_file(staging / MANIFEST)))
-        if dst.exists():
-            if not (dst / MANIFEST).exists() or _tree_digest(dst) != _tree_digest(staging):
-                raise VerificationError(f"release {name} already exists with different content; bump release.version",
-                                        dst)
-            report.counts["unchanged_existing_release"] = 1
-        report.outputs = len(rows)
-    if dst.exists() and report.counts.get("unchanged_existing_release"):
+    with output_lock(dst):  # one writer per release: the staging folder below is removed only under the lock
+        staging_parent = releases / f".{name}.building"
         shutil.rmtree(staging_parent, ignore_errors=True)
-    else:
-        os.replace(staging_parent, dst)
+        with staged_dir(staging_parent) as staging:
+            (staging / "images").mkdir(parents=True)
+            rows = _rows(items, params, staging / "images", report)
+            files = _write_parquet(rows, staging, params.arrow_copy)
+            counts = _counts(rows)
+            write_text(staging / "canary.txt", params.canary + "\n")
+            write_bytes(staging / "assets" / "distribution.png", distribution_plot(counts))
+            croissant.write(staging, params, name,
+                            f"{name}: multimodal neurology reasoning benchmark, {len(rows)} items.",
+                            sorted({r.license for r in rows}))
+            write_text(staging / "README.md", render_card(params, name, rows, counts, files, _checks(items),
+                                                          _agreement(items), validity=gate))
+            _verify_deid(staging, report, report_path)
+            write_json(staging / MANIFEST, _manifest(params, staging, counts, rows, lock_file, params_file))
+            # the card names the manifest's digest; the manifest holds the card's checksum with the placeholder
+            card = (staging / "README.md").read_text(encoding="utf-8")
+            write_text(staging / "README.md", with_digest(card, sha256_file(staging / MANIFEST)))
+            if dst.exists():
+                if not (dst / MANIFEST).exists() or _tree_digest(dst) != _tree_digest(staging):
+                    raise VerificationError(
+                        f"release {name} already exists with different content; bump release.version", dst)
+                report.counts["unchanged_existing_release"] = 1
+            report.outputs = len(rows)
+        if dst.exists() and report.counts.get("unchanged_existing_release"):
+            shutil.rmtree(staging_parent, ignore_errors=True)
+        else:
+            os.replace(staging_parent, dst)
     report.metrics["manifest_sha256"] = sha256_file(dst / MANIFEST)  # the release as it stands at dst
     report.metrics["release"] = name
     report.metrics["counts"] = counts

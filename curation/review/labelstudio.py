@@ -107,6 +107,7 @@ def task_data(item: Item, mode: str = "local-files", root: Path = Path("."),
         "dialogue": [{"author": t.role, "text": t.text} for t in item.turns]
         or [{"author": "note", "text": "Single-turn item: no dialogue."}],
         "tags": dims, "visual_dims": [d.value for d in item.visual_dims],
+        "source_flags": "\n".join(item.source_flags) or "(none)",
         "reasoning_dims": [d.value for d in item.reasoning_dims],
     }
     body.update(stack_data(item, stacks or [], mode, root))

@@ -1,0 +1,128 @@
+"""Anatomy on real heads that no one on the project made: the fit (ANTs, registration.yaml) places the hippocampus
+and ventricle renders within 5 mm of an independent registration's landmarks (../shared/fixtures/heads/
+reference_landmarks.json), on brain-extracted, whole-head, PD, T2, FLAIR, thick-slice, far-origin and tilted heads;
+a brain without its head passes defacing unchanged while every whole head is defaced; the stroke patient's infarct
+is found on T2 and no lesion is invented in the healthy heads. Skipped when ../shared is absent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+import yaml
+
+from curation.imaging.targets import PLANE_NORMAL
+from curation.params import NormalizeParams
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADS = ROOT.parent / "shared" / "fixtures" / "heads"
+pytestmark = pytest.mark.skipif(not (HEADS / "reference_landmarks.json").is_file(),
+                                reason="../shared/fixtures/heads absent")
+SEQUENCE = {"stroke_T1": "T1w", "stroke_T2": "T2w", "stroke_FLAIR": "FLAIR", "seg3d_mr": "T1w", "chris_PD": "PD",
+            "register_t2w": "T2w"}
+TOLERANCE_MM = 5.0
+# a head moved as a patient can lie in a scanner: tilted 18 degrees (nodding) and 12 (turned), 150 mm off origin
+TILT = ("stroke_T1", 18.0, 12.0, (150.0, -60.0, 90.0))
+
+
+def _reference() -> dict:
+    return json.loads((HEADS / "reference_landmarks.json").read_text())["heads"]
+
+
+def _motion(nod_deg: float, turn_deg: float, shift: tuple[float, float, float]) -> np.ndarray:
+    a, b = np.radians(nod_deg), np.radians(turn_deg)
+    rx = np.array([[1, 0, 0], [0, np.cos(a), -np.sin(a)], [0, np.sin(a), np.cos(a)]])
+    rz = np.array([[np.cos(b), -np.sin(b), 0], [np.sin(b), np.cos(b), 0], [0, 0, 1]])
+    m = np.eye(4)
+    m[:3, :3] = rz @ rx
+    m[:3, 3] = shift
+    return m
+
+
+def _normalize(task: tuple[str, str, str, str]) -> dict:
+    from curation.imaging.normalize import process_series
+
+    name, path, sequence, out = task
+    params = NormalizeParams.model_validate(yaml.safe_load((ROOT / "params.yaml").read_text())["normalize"])
+    res = process_series({"format": "nifti", "files": [path], "params": params, "out_dir": out, "final_dir": out,
+                          "sequence": sequence})
+    assert res.ok, (name, res.reason, res.detail)
+    return {"qc": res.data["qc"], "steps": [s.model_dump() for s in res.data["steps"]], "renders": res.data["renders"],
+            "affine": nib.load(Path(out) / "volume.nii.gz").affine}
+
+
+@pytest.fixture(scope="module")
+def normalized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Every real head through normalize's steps (the pipeline's own path: fit, deface, N4, renders), two at a time."""
+    from curation.parallel import pmap
+
+    work = tmp_path_factory.mktemp("heads")
+    name, nod, turn, shift = TILT
+    img = nib.load(HEADS / f"{name}.nii.gz")
+    tilted = work / "tilted.nii.gz"
+    nib.save(nib.Nifti1Image(np.asanyarray(img.dataobj), _motion(nod, turn, shift) @ img.affine), tilted)
+    tasks = [(n, str(HEADS / f"{n}.nii.gz"), s, str(work / n)) for n, s in SEQUENCE.items()]
+    tasks.append(("tilted", str(tilted), "T1w", str(work / "tilted")))
+    return dict(zip([t[0] for t in tasks], pmap(_normalize, tasks, workers=2), strict=True))
+
+
+def _expected(name: str) -> dict:
+    if name == "tilted":
+        ref = _reference()[TILT[0]]
+        m = _motion(*TILT[1:])
+        return {t: dict(zip("xyz", (m[:3, :3] @ [p["x"], p["y"], p["z"]] + m[:3, 3]).tolist(), strict=True))
+                for t, p in ref.items()}
+    return _reference()[name]
+
+
+@pytest.mark.parametrize("name", [*SEQUENCE, "tilted"])
+def test_targets_within_5_mm_of_the_independent_reference(normalized: dict, name: str) -> None:
+    qc = normalized[name]["qc"]
+    assert qc["anatomy"]["fit"] == "ok", qc["anatomy"]
+    placed = {t["target"]: t for t in qc["targets"]}
+    ref = _expected(name)
+    for target in ("hippocampus", "lateral_ventricles"):
+        assert target in placed, (target, qc["anatomy"]["not_located"])
+        t = placed[target]
+        axis = PLANE_NORMAL[t["plane"]]
+        truth = np.array([ref[target][k] for k in "xyz"])
+        # the rendered slice passes within 5 mm of the reference point (distance along the slice's normal; the
+        # volume's slices can be oblique to the world axes, so its position at the volume's centre is not it)
+        affine = normalized[name]["affine"]
+        vox = np.linalg.inv(affine) @ np.append(truth, 1.0)
+        step = float(np.linalg.norm(affine[:3, axis]))
+        assert abs(vox[axis] - t["slice_index"]) * step <= TOLERANCE_MM, (target, t, truth)
+        centre = np.asarray(t["centre_mm"])
+        assert np.linalg.norm(centre - truth) <= 2 * TOLERANCE_MM, (target, centre, truth)
+        render = next(r for r in normalized[name]["renders"] if r.get("target") == target)
+        assert Path(render["path"]).is_file() and render["plane"] == t["plane"]
+
+
+def test_a_thick_slice_series_shows_the_hippocampus_in_its_own_plane(normalized: dict) -> None:
+    """chris_PD is 2.4 mm axial: no blurred coronal reformat; the hippocampus is shown in its axial slice."""
+    hip = next(t for t in normalized["chris_PD"]["qc"]["targets"] if t["target"] == "hippocampus")
+    assert hip["plane"] == "axial" and hip["instead_of"]["plane"] == "coronal"
+
+
+def test_brain_without_its_head_passes_defacing_and_every_head_is_defaced(normalized: dict) -> None:
+    for name in SEQUENCE:
+        deface = next(s for s in normalized[name]["steps"] if s["name"] == "deface")
+        if name.startswith("stroke"):
+            assert deface["args"]["outcome"] == "face_free", (name, deface)
+            assert deface["args"]["series_kind"] == "brain"
+        else:
+            assert deface["args"]["outcome"] == "defaced", (name, deface)
+            assert deface["args"]["removed_voxels"] > 1000
+
+
+def test_stroke_lesion_found_and_no_lesion_invented(normalized: dict) -> None:
+    lesion = {n: next((t for t in v["qc"]["targets"] if t["target"] == "lesion"), None) for n, v in normalized.items()}
+    for healthy in ("seg3d_mr", "chris_PD", "register_t2w"):
+        assert lesion[healthy] is None, (healthy, lesion[healthy])
+    found = lesion["stroke_T2"]
+    assert found is not None, normalized["stroke_T2"]["qc"]["anatomy"]["not_located"]
+    assert found["centre_mm"][0] < 0, found  # the infarct is in the left hemisphere (RAS: x < 0)
+    assert found["volume_mm3"] >= 500

@@ -51,7 +51,7 @@ demo: setup ## generate the demo corpus, run the pipeline, show the release
 	curate release show
 
 test: setup review-tools ## run the whole test suite (starts Label Studio, a local LLM endpoint, ...)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 test-fast: setup ## the unit layer only, spread over the cores: no demo pipeline, no servers (under 2 minutes)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e" -n auto

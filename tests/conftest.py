@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,16 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("CURATION_SECRET", "test-secret-not-for-production")
+# One anatomy-fit store for the session (its subprocesses too): the demo's series are fitted once, not once for each
+# test that runs normalize on them; a fresh store each session, removed at its end.
+_FIT_CACHE = None if "CURATION_FIT_CACHE" in os.environ else tempfile.mkdtemp(prefix="medbench-fit-cache-")
+if _FIT_CACHE:
+    os.environ["CURATION_FIT_CACHE"] = _FIT_CACHE
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _FIT_CACHE and not hasattr(session.config, "workerinput"):  # the xdist controller, or a plain run
+        shutil.rmtree(_FIT_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +67,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, demo_raw: Path) -> Path:
         for s in p.sources:
             ingest(p.ingest, s, demo_raw / s, work / "ingest" / s)
         deid(p.deidentify, work / "ingest", work / "deid")
-        normalize(p.normalize, work / "deid", work / "normalize")
+        normalize(p.normalize, work / "deid", work / "normalize", workers=min(2, os.cpu_count() or 1))
         extract(p.extract, work / "normalize", work / "extract")
         generate(p.generate, work / "extract", work / "generate")
         filt(p.filter, work / "generate", work / "filter")

@@ -5,8 +5,9 @@ without importing nilearn. It is skull-stripped; a head (CSF rim, skull, scalp, 
 it from distances to the brain, so that a whole-head series can be registered to it and the demo corpus has a face
 for defacing to remove. Targets (landmarks and regions) are data: ``landmarks.yaml``.
 
-Registration (SimpleITK): the template head is fitted to a coarse copy of the series (similarity, then affine;
-Mattes mutual information), single-threaded with regular sampling, so a series gives the same targets on every run.
+Registration (ANTs through antspyx, settings in registration.yaml): a top-aligned start, rigid onto the whole series,
+then affine and SyN onto the series cut to the brain, on one ITK thread with a fixed seed, so a series gives the same
+targets on every run; fits are kept in a content-addressed store (fitcache) and not computed twice.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any, Literal
 import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
+
+from curation.imaging import fitcache
 
 VERSION = "1"
 LANDMARKS = Path(__file__).with_name("landmarks.yaml")
@@ -392,9 +395,36 @@ def _linear_ras(path: str) -> np.ndarray:
 
 def fit_template(data: np.ndarray, affine: np.ndarray, sequence: str | None = None) -> Fit:
     """Register the template to a series (``data`` [x, y, z] with its RAS ``affine``), per registration.yaml:
-    a top-aligned start, rigid onto the whole series, then affine and SyN onto the series cut to the brain."""
+    a top-aligned start, rigid onto the whole series, then affine and SyN onto the series cut to the brain.
+    A series fitted before with the same code and settings is read back from the fit store (fitcache)."""
     import tempfile
 
+    k = fitcache.key(data, affine, sequence, _fit_code())
+    work = tempfile.TemporaryDirectory(prefix="anatomy-fit-")
+    hit = fitcache.load(k, Path(work.name))
+    if hit is not None:
+        return Fit(np.asarray(hit.matrix, np.float64), hit.metric, "brain" if hit.kind == "brain" else "head",
+                   [f"{work.name}/{n}" for n in hit.fwd], [f"{work.name}/{n}" for n in hit.inv], work)
+    fit = _fit(data, affine, sequence, work)
+    fitcache.store(k, fitcache.Entry(fit.matrix.tolist(), fit.metric, fit.kind, [Path(f).name for f in fit._fwd],
+                                     [Path(f).name for f in fit._inv]),
+                   {Path(f).name: f for f in [*fit._fwd, *fit._inv]})
+    return fit
+
+
+@functools.lru_cache(maxsize=1)
+def _fit_code() -> tuple[bytes, ...]:
+    """What a fit depends on besides the series: this module, its settings, the template and antspyx."""
+    from importlib.metadata import version
+
+    files = [Path(__file__), REGISTRATION, LANDMARKS]
+    templates = [template_file(n) for n in ("t1", "gm", "wm")]
+    return (*(f.read_bytes() for f in files), *(f"{t.name} {t.stat().st_size}".encode() for t in templates),
+            f"antspyx {version('antspyx')}".encode())
+
+
+def _fit(data: np.ndarray, affine: np.ndarray, sequence: str | None, work: Any) -> Fit:
+    """fit_template's registration, its transform files written into ``work`` (a TemporaryDirectory)."""
     from scipy import ndimage
 
     ants = _ants()
@@ -404,7 +434,6 @@ def fit_template(data: np.ndarray, affine: np.ndarray, sequence: str | None = No
     arr = series.numpy()
     litres = float((arr > arr.min() + 1e-6).sum()) * p.grid_mm**3 / 1e6
     kind: Literal["head", "brain"] = "brain" if litres < p.max_brain_litres else "head"
-    work = tempfile.TemporaryDirectory(prefix="anatomy-fit-")
     start = _top(moving, p.top_depth_mm) + np.array([0.0, 0.0, p.scalp_above_brain_mm if kind == "head" else 0.0])
     shift = start - _top(series, p.top_depth_mm)
     init = ants.create_ants_transform(transform_type="AffineTransform", dimension=3,

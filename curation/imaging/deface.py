@@ -7,7 +7,8 @@ and the face mask, plus a box beside each ear of the template, is carried onto t
 A volume is refused rather than written half-done when the fit cannot be trusted: the template head must cover the
 image's head, the removed region must lie in front of and below the head's centre, and, where a brain mask is known
 (``--brain-mask``, or one the source ships), no removed voxel may lie inside it. Registrations run single-threaded
-with regular sampling (:func:`curation.imaging.sitk.register_affine`), so a volume gives the same output on every run.
+with regular sampling (:func:`curation.imaging.sitk.register_affine`), so a volume gives the same output on every run;
+the registration is kept in the fit store (:mod:`curation.imaging.fitcache`) and read back for the same image.
 
 Normalize is its pipeline caller (every 3D head series before anything is rendered); ``curate deid deface`` runs it
 on one file.
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from curation.errors import InputError
+from curation.imaging import fitcache
 from curation.imaging.io import save_nifti
 from curation.imaging.sitk import coarse_copy, register_affine, to_sitk
 
@@ -114,7 +116,7 @@ def deface(image: Any, *, brain_mask: np.ndarray | None = None) -> DefaceResult:
         raise DefaceError(f"not a 3D head volume (size {list(image.GetSize())})")
     head, remove_tpl, head_tpl = _template_masks()
     fixed = coarse_copy(sitk.Cast(image, sitk.sitkFloat32), WORK_SPACING)
-    tx, metric = register_affine(fixed, coarse_copy(head, WORK_SPACING))
+    tx, metric = _register(fixed, head)
     removed = _to_grid(remove_tpl, image, tx, 0.0) >= 0.5
     # registration check at the working resolution: does the template head cover the image's head?
     subject_head = sitk.GetArrayFromImage(sitk.OtsuThreshold(fixed, 0, 1)).astype(bool)
@@ -137,6 +139,39 @@ def deface(image: Any, *, brain_mask: np.ndarray | None = None) -> DefaceResult:
     if brain_removed:
         raise DefaceError(f"defacing would remove {brain_removed} voxels inside the brain mask; refused")
     return result
+
+
+def _register(fixed: Any, head: Any) -> tuple[Any, float]:
+    """The template head registered to ``fixed`` (the image's coarse copy), or the same registration read back from
+    the fit store (curation.imaging.fitcache) when this image was defaced before with this code."""
+    import SimpleITK as sitk
+
+    origin_spacing_direction = np.r_[fixed.GetOrigin(), fixed.GetSpacing(), fixed.GetDirection()]
+    k = fitcache.key(sitk.GetArrayViewFromImage(fixed), origin_spacing_direction, "deface", _code())
+    hit = fitcache.load(k, Path("."))  # the entry has no files: only the affine's numbers
+    if hit is not None and len(hit.matrix) == 3:
+        tx = sitk.AffineTransform(3)
+        tx.SetMatrix(hit.matrix[0])
+        tx.SetTranslation(hit.matrix[1])
+        tx.SetCenter(hit.matrix[2])
+        return tx, hit.metric
+    tx, metric = register_affine(fixed, coarse_copy(head, WORK_SPACING))
+    numbers = [list(tx.GetMatrix()), list(tx.GetTranslation()), list(tx.GetCenter())]
+    fitcache.store(k, fitcache.Entry(numbers, metric, "deface", [], []), {})
+    return tx, metric
+
+
+@functools.lru_cache(maxsize=1)
+def _code() -> tuple[bytes, ...]:
+    """What the defacing registration depends on besides the image: this module, the registration set-up, the
+    templates and SimpleITK."""
+    import SimpleITK as sitk
+
+    from curation.imaging import sitk as sitk_setup
+
+    files = [Path(__file__), Path(sitk_setup.__file__)]
+    return (*(f.read_bytes() for f in files), *(f"{Path(t).name} {Path(t).stat().st_size}".encode()
+                                                for t in templates().values()), sitk.Version_VersionString().encode())
 
 
 def _centroid_ras(mask: np.ndarray, image: Any) -> np.ndarray:

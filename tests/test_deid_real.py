@@ -8,6 +8,7 @@ import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pydicom
 import pytest
@@ -345,6 +346,16 @@ def test_identity_string_that_is_also_a_code_quarantines_nothing(tmp_path: Path,
 PE_HEADER = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff" + bytes(50) + b"This program cannot be run"
 
 
+def _deidentify_planted(ds: Dataset, tmp_path: Path, params: DicomDeidParams) -> tuple[Any, Path, Path]:
+    """``ds`` saved as in.dcm and de-identified (verified) into out/x.dcm; (result, planted file, output file)."""
+    planted = tmp_path / "in.dcm"
+    ds.save_as(planted)
+    out = tmp_path / "out" / "x.dcm"
+    res = deidentify_file(str(planted), str(out), params, b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
+    assert res.ok, res
+    return res, planted, out
+
+
 def _real_slice() -> Path:
     return sorted((FIXTURES / "siemens-xa30" / "5001_anat-T1w_acq-tfl").glob("*.dcm"))[0]
 
@@ -379,12 +390,8 @@ def test_file_meta_cleaned_and_checked(tmp_path: Path) -> None:
     ds.file_meta.SourceApplicationEntityTitle = "QUIMBYWS"
     ds.file_meta.PrivateInformationCreatorUID = "1.2.3.4"
     ds.file_meta.PrivateInformation = b"QUIMBY JOSEPH"
-    planted = tmp_path / "in.dcm"
-    ds.save_as(planted)
-    out_dir = tmp_path / "out"
-    out = out_dir / "x.dcm"
-    res = deidentify_file(str(planted), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
-    assert res.ok, res
+    res, planted, out = _deidentify_planted(ds, tmp_path, DicomDeidParams())
+    out_dir = out.parent
     assert b"QUIMBY" not in out.read_bytes()
     meta = pydicom.dcmread(out).file_meta
     assert meta.ImplementationVersionName.startswith("PYDICOM ")
@@ -419,13 +426,9 @@ def test_patient_codes_kept_only_when_valid_and_identity_gone_from_every_vr(tmp_
     ds.ImageType = ["ORIGINAL", "PRIMARY", "QUIMBY", "M"]
     setattr(ds, untabled("UR", table), "http://pacs.example.org/patients/QUIMBY")
     setattr(ds, untabled("OB", table), b"name=QUIMBY ")
-    planted = tmp_path / "in.dcm"
-    ds.save_as(planted)
     params = DicomDeidParams(retain_patient_characteristics=True)
-    out_dir = tmp_path / "out"
-    out = out_dir / "x.dcm"
-    res = deidentify_file(str(planted), str(out), params, b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
-    assert res.ok, res
+    res, planted, out = _deidentify_planted(ds, tmp_path, params)
+    out_dir = out.parent
     raw = out.read_bytes()
     assert PII.encode() not in raw and b"QUIMBY" not in raw
     written = pydicom.dcmread(out)
@@ -460,13 +463,9 @@ def test_safe_private_only_from_the_list_per_creator_and_element(tmp_path: Path)
     ds.private_block(0x0019, "SIEMENS MR HEADER").add_new(0x0C, "IS", "1000")
     ds.private_block(0x0029, "EVIL CORP", create=True).add_new(0x01, "LT", "patient QUIMBY, ward 4")
     ds.private_block(0x0019, "EVIL CORP", create=True).add_new(0x0C, "IS", "77")
-    planted = tmp_path / "in.dcm"
-    ds.save_as(planted)
     params = DicomDeidParams(retain_safe_private=True)
-    out_dir = tmp_path / "out"
-    out = out_dir / "x.dcm"
-    res = deidentify_file(str(planted), str(out), params, b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
-    assert res.ok, res
+    res, planted, out = _deidentify_planted(ds, tmp_path, params)
+    out_dir = out.parent
     written = pydicom.dcmread(out)
     private = {(int(e.tag), str(e.value)) for e in written.iterall() if e.tag.is_private}
     assert private == {(0x00190010, "SIEMENS MR HEADER"), (0x0019100D, "ISOTROPIC"), (0x0019100C, "1000")}
@@ -507,13 +506,8 @@ def test_names_in_dicom_name_form_removed_from_descriptors(tmp_path: Path) -> No
     ds = pydicom.dcmread(_real_slice())
     ds.StudyDescription = "Rorden^Rorden_Prisma"
     ds.PerformedProcedureStepDescription = "Rorden^Rorden_Prisma brain"
-    planted = tmp_path / "in.dcm"
-    ds.save_as(planted)
-    out_dir = tmp_path / "out"
-    out = out_dir / "x.dcm"
-    res = deidentify_file(str(planted), str(out), DicomDeidParams(clean_descriptors=True), b"k", "p",
-                          "ANON-aaaaaaaaaaaa", verify=True)
-    assert res.ok, res
+    res, planted, out = _deidentify_planted(ds, tmp_path, DicomDeidParams(clean_descriptors=True))
+    out_dir = out.parent
     written = pydicom.dcmread(out)
     assert b"Rorden" not in out.read_bytes()
     assert written.get("PerformedProcedureStepDescription") == "brain"

@@ -22,6 +22,7 @@ def test_normalize_canonical_volumes_and_renders(pipeline: Path) -> None:
     cases = list(read_jsonl(pipeline / "normalize" / "cases.jsonl", Case))
     series = [s for c in cases for s in c.all_series()]
     assert len(series) == 12 + 5 + 8  # ADNI DICOM, OASIS-1 Analyze, OASIS-3 NIfTI
+    outcomes: list[str] = []
     for s in series:
         img = nib.load(s.nifti)
         assert "".join(nib.aff2axcodes(img.affine)) == "RAS"
@@ -31,8 +32,15 @@ def test_normalize_canonical_volumes_and_renders(pipeline: Path) -> None:
         assert steps[:3] == ["to_canonical_ras", "fit_anatomy", "deface"]  # the fit comes first: defacing uses it
         assert steps.index("resample") > steps.index("deface")
         deface = next(st for st in s.provenance if st.name == "deface")
-        assert deface.args["removed_voxels"] > 0 and deface.args["head_dice"] >= 0.6
-        assert json.loads(Path(s.nifti).with_name("volume.json").read_text())["Defaced"] is True
+        sidecar = json.loads(Path(s.nifti).with_name("volume.json").read_text())
+        outcomes.append(deface.args["outcome"])
+        if deface.args["outcome"] == "defaced":
+            assert deface.args["removed_voxels"] > 0 and deface.args["head_dice"] >= 0.6
+            assert sidecar["Defaced"] is True
+        else:  # a head whose face the source already removed: passed through, and said so
+            assert deface.args["outcome"] == "face_free" and deface.args["face_region_tissue"] <= 0.02, deface.args
+            assert deface.args["face_region_in_view"] >= 0.05 and sidecar["Defaced"] is False
+    assert "defaced" in outcomes
     figures = [f for c in cases for f in c.figures if f.renders]
     assert len(figures) == 7
     assert (pipeline / "normalize" / "qc_contact_sheet.png").exists()

@@ -417,10 +417,8 @@ def _fit_code() -> tuple[bytes, ...]:
     """What a fit depends on besides the series: this module, its settings, the template and antspyx."""
     from importlib.metadata import version
 
-    files = [Path(__file__), REGISTRATION, LANDMARKS]
-    templates = [template_file(n) for n in ("t1", "gm", "wm")]
-    return (*(f.read_bytes() for f in files), *(f"{t.name} {t.stat().st_size}".encode() for t in templates),
-            f"antspyx {version('antspyx')}".encode())
+    return fitcache.fingerprint([Path(__file__), REGISTRATION, LANDMARKS],
+                                [template_file(n) for n in ("t1", "gm", "wm")], [f"antspyx {version('antspyx')}"])
 
 
 def _fit(data: np.ndarray, affine: np.ndarray, sequence: str | None, work: Any) -> Fit:

@@ -169,9 +169,8 @@ def _code() -> tuple[bytes, ...]:
 
     from curation.imaging import sitk as sitk_setup
 
-    files = [Path(__file__), Path(sitk_setup.__file__)]
-    return (*(f.read_bytes() for f in files), *(f"{Path(t).name} {Path(t).stat().st_size}".encode()
-                                                for t in templates().values()), sitk.Version_VersionString().encode())
+    return fitcache.fingerprint([Path(__file__), Path(sitk_setup.__file__)], [Path(t) for t in templates().values()],
+                                [f"SimpleITK {sitk.Version_VersionString()}"])
 
 
 def _centroid_ras(mask: np.ndarray, image: Any) -> np.ndarray:

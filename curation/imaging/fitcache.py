@@ -136,3 +136,9 @@ def _trim(base: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         total -= size
 
+
+def fingerprint(code: Iterable[Path], data: Iterable[Path], versions: Iterable[str]) -> tuple[bytes, ...]:
+    """The ``code`` parts of a key: each code or settings file's bytes, each data file's name and size (templates
+    too large to read on every start), and each library version."""
+    return (*(Path(f).read_bytes() for f in code), *(f"{Path(d).name} {Path(d).stat().st_size}".encode() for d in data),
+            *(v.encode() for v in versions))

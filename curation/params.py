@@ -115,7 +115,7 @@ class ModelSpec(Section):
 
 
 BlindBaseline = Literal["majority_answer", "answer_position", "longest_option", "stem_overlap", "stated_in_context",
-                        "same_stem_answer"]
+                        "same_stem_answer", "context_numbers"]
 ImageCondition = Literal["no_image", "own_image", "swapped_image", "blank_image"]
 
 
@@ -125,11 +125,14 @@ class ValidityParams(Section):
     more than ``max_blind_lift`` is above the threshold, and blocked (its items rejected) when ``block`` is on."""
 
     max_blind_lift: float = Field(0.10, ge=0, le=1)  # accuracy above chance, as a fraction (0.10 = 10 points)
+    # each lift is reported with its Wilson interval at this confidence over the template's items, and a template is
+    # above the threshold only when the interval's lower end is (a few items cannot block it by noise); 0: the point
+    confidence: float = Field(0.95, ge=0, lt=1)
     block: bool = True  # false: report only; the release then refuses such templates unless it allows them by name
     # on a tie the first listed names the reason, so the most specific cue comes first
     baselines: list[BlindBaseline] = Field(default_factory=lambda: [
         "stated_in_context", "majority_answer", "same_stem_answer", "longest_option", "answer_position",
-        "stem_overlap"])
+        "stem_overlap", "context_numbers"])
     models: list[ModelSpec] = Field(default_factory=list)  # empty: the llm section's model, when one is configured
     conditions: list[ImageCondition] = Field(default_factory=lambda: [
         "no_image", "own_image", "swapped_image", "blank_image"])
@@ -158,6 +161,9 @@ class FilterParams(Section):
     # balance: flag cells under min_cell_count; optionally cap items per task type (seeded)
     min_cell_count: int = Field(3, ge=0)
     max_items_per_task_type: int | None = Field(None, ge=1)
+    # no MCQ template keys one answer on more than this share of its kept items: the excess of the commonest answer
+    # is set aside (rebalanced_out, a seeded choice); 1.0 turns it off
+    max_answer_share: float = Field(0.6, gt=0, le=1)
     # patient-disjoint splits, stratified by source and task-type profile
     splits: dict[str, float] = Field(default_factory=lambda: {"test": 0.8, "dev": 0.2})
     private_test_fraction: float = Field(0.0, ge=0, le=0.9)

@@ -90,7 +90,8 @@ class Render(Model):
     path: str
     role: Literal["mid", "key", "paired", "montage", "figure", "target"] = "mid"
     target: Target | None = Field(None, description="The structure this render was placed to show")
-    position_mm: float | None = Field(None, description="World (RAS, mm) coordinate of the slice along its axis")
+    position_mm: float | None = Field(None, description="World (RAS, mm) coordinate of the slice along its axis "
+                                      "where it passes through its target (a plain slice or montage: at its centre)")
     located_by: str | None = Field(None, description="How the target was found: atlas_registration, lesion_mask, ...")
 
 

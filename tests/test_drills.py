@@ -71,7 +71,8 @@ def test_sigkill_midway_then_rerun_matches_an_uninterrupted_run(pipeline, tmp_pa
     a, b = tmp_path / "a" / "out", tmp_path / "b" / "out"
 
     def cmd(out: Path) -> list[str]:
-        return [CURATE, *(["deid", "run"] if stage == "deid" else [stage]), src, str(out), "--params", params]
+        return [CURATE, *(["deid", "run"] if stage == "deid" else [stage]), src, str(out), "--params", params,
+                *(["--workers", "2"] if stage == "normalize" else [])]
 
     # records hold paths relative to the project, so the stage runs in the pipeline's folder
     kill_midway(cmd(a), pipeline, a, building(a, 3), e)
@@ -191,7 +192,7 @@ def test_malformed_corpus_through_the_whole_pipeline(pipeline, raw_copy, tmp_pat
     assert "xml_invalid" in reasons["case-reports"]
     assert reasons["oasis1"] & {"volume_unreadable", "analyze_truncated"}
     r = deid(p.deidentify, w / "ingest", w / "deid")
-    normalize(p.normalize, w / "deid", w / "normalize")
+    normalize(p.normalize, w / "deid", w / "normalize", workers=2)
     extract(p.extract, w / "normalize", w / "extract")
     generate(p.generate, w / "extract", w / "generate")
     filt(p.filter, w / "generate", w / "filter")

@@ -88,7 +88,7 @@ def test_normalize_stage_registers_each_visit_to_its_t1(pipeline, tmp_path, monk
     from curation.schema import Case
 
     monkeypatch.chdir(pipeline)
-    report = run(NormalizeParams(register_to_t1=True), pipeline / "deid", tmp_path / "norm")
+    report = run(NormalizeParams(register_to_t1=True), pipeline / "deid", tmp_path / "norm", workers=2)
     cases = list(read_jsonl(tmp_path / "norm" / "cases.jsonl", Case))
     expected = [s for c in cases for v in c.visits if any(x.sequence == "T1w" for x in v.series)
                 for s in v.series if s.sequence != "T1w" and s.nifti]

@@ -82,10 +82,13 @@ def check_demo_targets(cases: list) -> dict[str, Counter]:
             if r.role != "target" or r.plane == "montage":
                 continue
             axis = PLANE_NORMAL[r.plane]
-            # the recorded mm is the slice's own world coordinate in the normalized volume
-            centre = [(n - 1) / 2 for n in nib.load(s.nifti).shape[:3]]
-            centre[axis] = r.slice_index
-            assert abs((affine @ np.append(centre, 1))[axis] - r.position_mm) < 1e-2
+            # the recorded mm is a world coordinate the slice itself has in the normalized volume (where it passes
+            # through the target): between its corners' coordinates along the axis
+            shape = nib.load(s.nifti).shape[:3]
+            grid = np.array(np.meshgrid(*[[0, n - 1] if k != axis else [r.slice_index] for k, n in enumerate(shape)],
+                                        indexing="ij")).reshape(3, -1)
+            along = (affine[:3, :3] @ grid)[axis] + affine[axis, 3]
+            assert along.min() - 1e-2 <= r.position_mm <= along.max() + 1e-2
             assert Path(r.path).exists() and r.located_by
             renders[r.target] += 1
             hits[r.target] += int(_in_plane(_world(gt[r.target], src), axis, r.position_mm) > 0)

@@ -25,20 +25,25 @@ def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
 
 
-def slice_file(path: Path, *, sop: str, patient: str, series: str, z: float) -> Path:
+def slice_file(path: Path, *, sop: str, patient: str, series: str, z: float, sex: str = "M",
+               age: str | None = None) -> Path:
+    """One slice of pydicom's MR_small, its header made the CSV's participant (a man; age not stated unless asked)."""
     ds = pydicom.dcmread(get_testdata_file("MR_small.dcm"))
     ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID = sop
-    ds.PatientID, ds.SeriesInstanceUID = patient, series
+    ds.PatientID, ds.SeriesInstanceUID, ds.PatientSex = patient, series, sex
+    if age is not None:
+        ds.PatientAge = age
     ds.ImagePositionPatient = [0.0, 0.0, z]
     path.parent.mkdir(parents=True, exist_ok=True)
     ds.save_as(path)
     return path
 
 
-def series_folder(raw: Path, ptid: str, image_id: str, n: int, *, series: str, first_sop: int) -> list[Path]:
+def series_folder(raw: Path, ptid: str, image_id: str, n: int, *, series: str, first_sop: int,
+                  **header: str | None) -> list[Path]:
     folder = raw / "ADNI" / ptid / "MPRAGE" / "2006-01-01_10_00_00.0" / image_id
-    return [slice_file(folder / f"s{k}.dcm", sop=f"{ROOT_UID}.{first_sop + k}", patient=ptid, series=series, z=k)
-            for k in range(n)]
+    return [slice_file(folder / f"s{k}.dcm", sop=f"{ROOT_UID}.{first_sop + k}", patient=ptid, series=series, z=k,
+                       **header) for k in range(n)]  # type: ignore[arg-type]
 
 
 def run(raw: Path, out: Path) -> tuple[list[Case], dict[str, tuple[str, str]], dict]:
@@ -88,3 +93,29 @@ def test_instance_uids_shared_across_patients_and_series_quarantine_every_file(
     stored = [f for case in cases for s in case.all_series() for f in s.files]
     sops = [str(pydicom.dcmread(f, stop_before_pixels=True).SOPInstanceUID) for f in stored]
     assert len(sops) == len(set(sops))  # no instance UID reaches the next stage twice
+
+
+def test_a_series_whose_header_is_another_person_than_its_clinical_row_is_quarantined(tmp_path: Path) -> None:
+    """The DICOM header's sex and age at acquisition against the ADNIMERGE row joined to the series (a man of 70 at
+    baseline, here): a contradiction quarantines the series with both values named, and makes no case image; a
+    header that states no sex or age is not contradicted; an age a year on at a later visit is the same man."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "ADNIMERGE.csv").write_text(CSV)
+    ok = series_folder(raw, "002_S_0001", "I1", 2, series=f"{ROOT_UID}.100", first_sop=1000, age="070Y")
+    woman = series_folder(raw, "002_S_0002", "I2", 2, series=f"{ROOT_UID}.200", first_sop=2000, sex="F")
+    young = series_folder(raw, "002_S_0003", "I3", 2, series=f"{ROOT_UID}.300", first_sop=3000, age="041Y")
+    unstated = series_folder(raw, "002_S_0004", "I4", 2, series=f"{ROOT_UID}.400", first_sop=4000, sex="")
+    later = raw / "ADNI" / "002_S_0001" / "MPRAGE" / "2007-01-03_10_00_00.0" / "I5" / "s0.dcm"
+    slice_file(later, sop=f"{ROOT_UID}.5000", patient="002_S_0001", series=f"{ROOT_UID}.500", z=0, age="071Y")
+
+    cases, quarantine, report = run(raw, tmp_path / "out")
+    rel = {p: p.relative_to(raw).as_posix() for p in [*ok, *woman, *young, *unstated]}
+    assert {quarantine[rel[f]] for f in woman} == {
+        ("identity_mismatch", "sex F in the DICOM header, M in the clinical table")}
+    assert {quarantine[rel[f]] for f in young} == {
+        ("identity_mismatch", "age 41 in the DICOM header, 70.0 from the clinical table (more than 2 years apart)")}
+    assert not {rel[f] for f in [*ok, *unstated]} & set(quarantine)
+    assert report["failures_by_reason"] == {"identity_mismatch": 4}
+    kept = {s.series_id for case in cases for s in case.all_series()}
+    assert kept == {"I1", "I4", "I5"}

@@ -311,3 +311,67 @@ def test_blind_baselines_leave_the_item_out():
     t = measure_blind(items, ValidityParams())["two"]
     # leave-one-out majority: the three grade-1 items see 2:1 for grade 1 (right), the grade-2 item sees 3:0 (wrong)
     assert t["blind_baselines"]["majority_answer"] == 0.75 and t["effective_items"] == 4
+
+
+CATEGORIES = ["cognitively normal", "mild cognitive impairment", "dementia"]
+
+
+def _by_score(mmse: int) -> str:
+    return CATEGORIES[0] if mmse >= 27 else (CATEGORIES[1] if mmse >= 21 else CATEGORIES[2])
+
+
+def test_a_score_in_the_context_that_decides_the_key_is_found_without_the_image(tmp_path):
+    """The MMSE stated in the context maps to the key by fixed bands (a knowledge-only answer): the context_numbers
+    baseline (the key of the items with the nearest stated numbers) answers it blind, and the template is blocked
+    for it; the same questions with the score left out are not."""
+    scores = [30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 18, 16, 14, 12, 29, 24, 17, 28, 22, 15]
+    items = []
+    for n, s in enumerate(scores):
+        key = CATEGORIES.index(_by_score(s))
+        opts, k = rotate(CATEGORIES, CATEGORIES[key], n % 3)
+        items.append(item("scored", n, "Weighing this MRI and the score, which category fits best?", opts, k,
+                          context=f"A patient with memory complaints scores {s}/30 on the MMSE."))
+        items.append(item("unscored", n, "Weighing this MRI, which category fits best?", opts, k,
+                          context="A patient with memory complaints."))
+    t = measure_blind(items, ValidityParams())
+    assert t["scored"]["best_blind_baseline"] == "context_numbers" and t["scored"]["blind_baselines"][
+        "context_numbers"] >= 0.8
+    assert t["unscored"]["blind_baselines"]["context_numbers"] == pytest.approx(1 / 3, abs=0.01)  # no idea: chance
+    filter_run(fparams(), write(items, tmp_path / "in"), tmp_path / "out")
+    v = json.loads((tmp_path / "out" / "validity.json").read_text())
+    assert v["templates"]["scored"]["reasons"] == ["blind_baseline:context_numbers"]
+    assert not v["templates"]["unscored"]["blocked"]
+
+
+def test_a_few_items_cannot_block_a_template_by_noise_and_many_can(tmp_path):
+    """The same cue (the key is the longest option on 2 of 3 items) over 3 items is uncertain (its interval spans
+    the threshold: reported, not blocked), and over 30 items blocks the template."""
+    items = []
+    for tpl, n_items in (("few", 3), ("many", 30)):
+        for n in range(n_items):  # every key its own (no answer repeats); the longest option on two items in three
+            key = f"cortical swelling in region {n:02d} with sulcal effacement" if n % 3 else f"cyst {n:02d}"
+            opts, k = rotate(SHORT + [key], key, n % 5)
+            items.append(item(tpl, n, f"What is the principal abnormality on this {tpl} image?", opts, k))
+    filter_run(fparams(), write(items, tmp_path / "in"), tmp_path / "out")
+    v = json.loads((tmp_path / "out" / "validity.json").read_text())
+    few, many = v["templates"]["few"], v["templates"]["many"]
+    assert few["best_blind_lift"] > 0.1 and not few["blocked"] and few["uncertain"]
+    lo, hi = few["lift_intervals"]["longest_option"]
+    assert lo <= 0.1 < hi and "over 3 items" in few["uncertain"][0]
+    assert many["blocked"] and many["reasons"] == ["blind_baseline:longest_option"]
+    assert many["lift_intervals"]["longest_option"][0] > 0.1
+
+
+def test_no_template_keys_one_answer_on_more_than_the_share_and_every_kept_item_has_a_difficulty(tmp_path):
+    items = []
+    for n in range(10):  # 8 of 10 keyed "grade 1"
+        key = 0 if n < 8 else n - 7
+        opts, k = rotate(GRADES, GRADES[key], n % 5)
+        items.append(item("skewed", n, "How would you grade the abnormality on this image?", opts, k))
+    filter_run(fparams(), write(items, tmp_path / "in"), tmp_path / "out")
+    kept = list(read_jsonl(tmp_path / "out" / "items.jsonl", Item))
+    keys = [i.answer for i in kept]
+    assert keys.count("grade 1") / len(keys) <= 0.6 and {"grade 2", "grade 3"} <= set(keys)
+    assert {r["reasons"][0] for r in rejected(tmp_path / "out").values()} == {"rebalanced_out:answer_share"}
+    assert len(kept) + len(rejected(tmp_path / "out")) == 10
+    assert all(i.difficulty in ("easy", "medium", "hard") and i.quality["difficulty_by"] == "rule" for i in kept)

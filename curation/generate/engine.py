@@ -186,7 +186,8 @@ class Engine:
             return None, "deid_artefact_in_text"
         if plain(answer) and plain(answer) in plain(" ".join([ctx, question])):
             return None, "answer_in_text"
-        visual, reasoning = tags.compute(t.task_type, answers, t.context, evidence, facts, self.knowledge)
+        shown_templates = " ".join([t.context, *(tt["text"] for tt in t.turns)])  # a consult's turns are context
+        visual, reasoning = tags.compute(t.task_type, answers, shown_templates, evidence, facts, self.knowledge)
         used = {r: lookup(facts, r) for r in t.requires if not r.startswith("image")}
         return Item(
             item_id="", case_id=case.case_id, source=case.source, task_type=t.task_type,

@@ -7,6 +7,10 @@
 - multi_source: the image and a non-image fact the key depends on, stated in the context, are both needed
 - long_tail: the diagnosis is rarer than the knowledge table's ``long_tail_below`` (per 100,000)
 - causal: the question asks why (a mechanism) or what to do next
+
+Difficulty, where no model rated it (``difficulty``): the number of demands the item makes, each dimension above
+one, an open or dialogue answer one, more than one image one, and a small object one more; easy at most 1, medium
+2, hard 3 or more.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from curation.schema import Evidence, ReasoningDim, TaskType, VisualDim
+from curation.schema import Evidence, ItemFormat, ReasoningDim, TaskType, VisualDim
 
 SMALL_OBJECT_BELOW = 0.01
 # a grade or change of a structure read off one slice (a whole-brain montage or a large lesion is not fine detail)
@@ -47,6 +51,18 @@ def context_facts(context_template: str) -> set[str]:
         for part in block:
             names.update(_NAMES.findall(part))
     return names
+
+
+def demands(visual: list[VisualDim], reasoning: list[ReasoningDim], fmt: ItemFormat, n_images: int) -> int:
+    """What an item asks of a reader, counted (see the module docstring)."""
+    return (len(visual) + len(reasoning) + int(fmt != ItemFormat.mcq) + int(n_images > 1)
+            + int(VisualDim.small_object in visual))
+
+
+def difficulty(visual: list[VisualDim], reasoning: list[ReasoningDim], fmt: ItemFormat, n_images: int) -> str:
+    """``easy``, ``medium`` or ``hard`` by the rule in the module docstring."""
+    n = demands(visual, reasoning, fmt, n_images)
+    return "easy" if n <= 1 else ("medium" if n == 2 else "hard")
 
 
 def compute(task_type: TaskType, answers: frozenset[str], context_template: str, evidence: list[Evidence],

@@ -48,11 +48,17 @@ def refused_planes(sampling: tuple[float, float, float], max_mm: float) -> dict[
     return out
 
 
-def slice_position(affine: np.ndarray, shape: tuple[int, ...], axis: int, index: int) -> float:
-    """World (RAS mm) coordinate along ``axis`` of slice ``index``, at the centre of the slice."""
-    centre = [(n - 1) / 2 for n in shape[:3]]
-    centre[axis] = index
-    return round(float((affine @ np.append(centre, 1.0))[axis]), 3)
+def slice_position(affine: np.ndarray, shape: tuple[int, ...], axis: int, index: int,
+                   at_mm: np.ndarray | None = None) -> float:
+    """World (RAS mm) coordinate along ``axis`` of slice ``index``: where the slice passes through the world point
+    ``at_mm`` (a target's centre) when given, else at the centre of the slice. On a volume whose voxel axes are
+    tilted from the world's the two differ; the target's is the one a landmark is compared with."""
+    if at_mm is None:
+        vox = [(n - 1) / 2 for n in shape[:3]]
+    else:
+        vox = list((np.linalg.inv(affine) @ np.append(np.asarray(at_mm, dtype=np.float64), 1.0))[:3])
+    vox[axis] = index
+    return round(float((affine @ np.append(vox, 1.0))[axis]), 3)
 
 
 def slice_index(affine: np.ndarray, shape: tuple[int, ...], axis: int, point_mm: np.ndarray) -> int | None:
@@ -164,7 +170,8 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
             out["anatomy"]["not_located"][name] = "the landmark lies outside the volume's field of view"
             continue
         placed = {"target": name, "plane": plane, "slice_index": idx,
-                  "position_mm": slice_position(affine, shape, axis, idx), "located_by": "atlas_registration",
+                  "position_mm": slice_position(affine, shape, axis, idx, point),
+                  "located_by": "atlas_registration",
                   "target_fraction": fraction(region_on_series[name], axis, point),
                   "centre_mm": [round(float(v), 2) for v in point]}
         if plane != t.plane:
@@ -197,7 +204,7 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
                 idx = slice_index(affine, shape, 2, centre[:3])
                 if idx is not None:
                     out["targets"].append({"target": "lesion", "plane": "axial", "slice_index": idx,
-                                           "position_mm": slice_position(affine, shape, 2, idx),
+                                           "position_mm": slice_position(affine, shape, 2, idx, centre[:3]),
                                            "located_by": f"intensity_outlier:{polarity}",
                                            "volume_mm3": round(found.voxels * voxel_mm3, 1),
                                            "target_fraction": fraction(found.mask.astype(np.float32), 2, centre[:3]),

@@ -193,6 +193,8 @@ def _scan_participants(ctx: IngestContext, image_root: Path, participants: list[
             series_by_ptid[ptid].append({
                 "image_id": image_id, "uid": uid, "description": desc.replace("_", " "),
                 "date": acq, "files": [f for f, _ in members], "modality": first["modality"] or "MR",
+                "sex": {d["patient_sex"] for _, d in members if d.get("patient_sex") in ("M", "F")},
+                "age": next((d["patient_age"] for _, d in members if d.get("patient_age") is not None), None),
             })
     return series_by_ptid
 
@@ -215,6 +217,11 @@ def _build_case(ctx: IngestContext, ptid: str, rows: list[dict[str, Any]], serie
     window = int(spec["visit_match_window_days"])
     unmatched: dict[str, Visit] = {}
     for s in sorted(series, key=lambda s: (s["date"] or date.min, s["image_id"])):
+        mismatch = identity_mismatch(s, baseline, spec)
+        if mismatch:  # the image is of someone other than the person the clinical rows describe: no item from it
+            for f in s["files"]:
+                ctx.report.fail(ctx.rel_raw(Path(f)), "identity_mismatch", mismatch)
+            continue
         best, best_gap = None, window + 1
         for r, v in zip(rows, visits, strict=True):
             if s["date"] is not None:
@@ -255,6 +262,27 @@ def _build_case(ctx: IngestContext, ptid: str, rows: list[dict[str, Any]], serie
         patient=patient, ehr=ehr, visits=visits, diagnosis=Diagnosis(primary=last_dx),
         provenance=Provenance(source_paths=sorted({_digest(ptid)})),
     )
+
+
+def identity_mismatch(series: dict[str, Any], baseline: dict[str, Any] | None, spec: dict[str, Any]) -> str | None:
+    """Why a series' header and the clinical table joined to it cannot be the same person, or None: the header's
+    Patient's Sex against the table's, and its age at the acquisition against the table's baseline age carried to
+    that date (``identity_age_tolerance_years`` apart at most). A value missing on either side is not compared."""
+    if baseline is None:
+        return None
+    said: list[str] = []
+    table_sex = spec["sex"].get(baseline.get("sex") or "", None)
+    header_sex = series.get("sex") or set()
+    if table_sex in ("M", "F") and header_sex and header_sex != {table_sex}:
+        said.append(f"sex {'/'.join(sorted(header_sex))} in the DICOM header, {table_sex} in the clinical table")
+    age, when = baseline.get("age"), series.get("date")
+    if series.get("age") is not None and age is not None and when is not None:
+        expected = float(age) + (when - baseline["exam_date"]).days / 365.25
+        tolerance = float(spec.get("identity_age_tolerance_years", 2.0))
+        if abs(series["age"] - expected) > tolerance:
+            said.append(f"age {series['age']:g} in the DICOM header, {expected:.1f} from the clinical table "
+                        f"(more than {tolerance:g} years apart)")
+    return "; ".join(said) or None
 
 
 def _seq(desc: str, spec: dict[str, Any]) -> str | None:

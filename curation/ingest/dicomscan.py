@@ -4,6 +4,9 @@ The reading and the checks (preamble, truncated pixels, DICOMDIR, no pixel data)
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
+
 from curation.imaging.io import read_unbounded
 from curation.report import Outcome
 
@@ -16,7 +19,22 @@ def inspect_dicom(path: str) -> Outcome:
     ds, info = read_unbounded(path)
     if not info.ok:
         return info
-    return Outcome.success(**info.data, sop_uid=str(ds.get("SOPInstanceUID", "") or ""))
+    return Outcome.success(**info.data, sop_uid=str(ds.get("SOPInstanceUID", "") or ""),
+                           patient_sex=str(ds.get("PatientSex", "") or "").strip().upper(),
+                           patient_age=header_age(str(ds.get("PatientAge", "") or ""),
+                                                  str(ds.get("PatientBirthDate", "") or ""), info.data["study_date"]))
+
+
+def header_age(age: str, birth: str, study: str) -> float | None:
+    """The patient's age in years at the study from the header: Patient's Age (an AS value, ``071Y``, ``006M``), or
+    else Patient's Birth Date against the Study Date; None when neither is there or valid."""
+    m = re.fullmatch(r"\s*(\d{3})([DWMY])\s*", age)
+    if m:
+        return round(int(m.group(1)) / {"D": 365.25, "W": 52.18, "M": 12.0, "Y": 1.0}[m.group(2)], 2)
+    try:
+        return round((datetime.strptime(study[:8], "%Y%m%d") - datetime.strptime(birth[:8], "%Y%m%d")).days / 365.25, 2)
+    except ValueError:
+        return None
 
 
 def instance_identity(path: str) -> tuple[str, str, str] | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.errors import InputError
+from curation.generate import tags
 from curation.params import FilterParams, LlmParams
 from curation.records import read_jsonl, staged_dir, write_json, write_jsonl
 from curation.report import Report
@@ -106,7 +107,7 @@ STRUCTURAL_OK = ("answer_leak", "mcq_answer_by_")
 def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = None,
         llm: LlmParams | None = None, validity_path: Path | None = None, plot_path: Path | None = None) -> Report:
     from curation.quality import validity as v
-    from curation.quality.gates import assign_splits, balance, model_gates, near_duplicates, rebalance
+    from curation.quality.gates import answer_share_cap, assign_splits, balance, model_gates, near_duplicates, rebalance
     from curation.quality.leaks import load_rules, mapping_leaks, sibling_leaks
 
     src, dst = Path(src), Path(dst)
@@ -132,6 +133,10 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
         reasons[item.item_id] = check(item, synonyms) + mapping_leaks(item, rules)
     # validity is a property of the template: measured on all its well-formed items, leaking ones included
     measured = [i for i in items if all(r.startswith(STRUCTURAL_OK) for r in reasons[i.item_id])]
+    # keys balanced first: what is measured (and released) keys no answer on more than max_answer_share
+    for iid in answer_share_cap(measured, params):
+        reasons[iid].append("rebalanced_out:answer_share")
+    measured = [i for i in measured if all(r.startswith(STRUCTURAL_OK) for r in reasons[i.item_id])]
     if params.validity.sibling_leaks:
         for iid, (reason, sibling) in sibling_leaks(measured, synonyms).items():
             reasons[iid].append(reason)
@@ -169,6 +174,10 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
                 "template": v.template_key(item), "best_blind_baseline": t["best_blind_baseline"],
                 "best_blind_lift": t["best_blind_lift"], "above_threshold": t["above_threshold"],
                 "blocked": t["blocked"], "reasons": t["reasons"], "max_blind_lift": params.validity.max_blind_lift}}
+            if item.difficulty is None:  # no difficulty model rated it: the computed rule (generate.tags)
+                item.difficulty = tags.difficulty(item.visual_dims, item.reasoning_dims, item.format,
+                                                  len(item.images))
+                item.quality["difficulty_by"] = "rule"
             item.status = "kept"
             kept.append(item)
     assign_splits(kept, params)
@@ -181,7 +190,8 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
     for key, entry in templates.items():
         entry["kept_items"] = kept_by_t.get(key, 0)
     validity: dict[str, Any] = {
-        "max_blind_lift": params.validity.max_blind_lift, "block": params.validity.block,
+        "max_blind_lift": params.validity.max_blind_lift, "confidence": params.validity.confidence,
+        "block": params.validity.block,
         "baselines": list(params.validity.baselines),
         "overall": {**v.overall_blind(measured, templates),
                     "kept_items": len(kept), "kept_effective_items": v.effective_items(kept),

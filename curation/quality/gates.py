@@ -243,6 +243,31 @@ def balance(items: list[Item], params: FilterParams) -> dict[str, Any]:
     return {"distribution": {f: dict(sorted(c.items())) for f, c in cells.items()}, "underfilled_cells": sorted(under)}
 
 
+def _ranked(group: list[Item], params: FilterParams) -> list[Item]:
+    return sorted(group, key=lambda i: keyed_hash("rebalance", str(params.seed), i.item_id, secret=b"rb"))
+
+
+def answer_share_cap(items: list[Item], params: FilterParams) -> set[str]:
+    """Item ids set aside so that no MCQ template keys one answer on more than ``max_answer_share`` of its items:
+    the excess of its commonest answer, chosen by a seeded hash (so the choice is stable). A template with one
+    answer only is left to the validity gates (its majority baseline)."""
+    out: set[str] = set()
+    if params.max_answer_share >= 1:
+        return out
+    by_template: dict[str, list[Item]] = defaultdict(list)
+    for i in items:
+        if i.options:
+            by_template[i.template_id or ""].append(i)
+    for group in by_template.values():
+        top, n = Counter(plain(i.answer) for i in group).most_common(1)[0]
+        rest = len(group) - n
+        # the most of ``top`` that keeps its share at most max_answer_share: k / (k + rest) <= share
+        allowed = max(1, int(params.max_answer_share * rest / (1 - params.max_answer_share) + 1e-9))
+        if rest and n > allowed:
+            out |= {i.item_id for i in _ranked([i for i in group if plain(i.answer) == top], params)[allowed:]}
+    return out
+
+
 def rebalance(items: list[Item], params: FilterParams) -> set[str]:
     """Item ids over the per-task-type cap, chosen by a seeded hash (so the choice is stable)."""
     if not params.max_items_per_task_type:
@@ -252,8 +277,7 @@ def rebalance(items: list[Item], params: FilterParams) -> set[str]:
         by_type[i.task_type.value].append(i)
     out: set[str] = set()
     for group in by_type.values():
-        ranked = sorted(group, key=lambda i: keyed_hash("rebalance", str(params.seed), i.item_id, secret=b"rb"))
-        out |= {i.item_id for i in ranked[params.max_items_per_task_type:]}
+        out |= {i.item_id for i in _ranked(group, params)[params.max_items_per_task_type:]}
     return out
 
 

@@ -12,6 +12,7 @@ balanced answers scores at or below chance on them. A template whose best baseli
 from __future__ import annotations
 
 import io
+import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -66,6 +67,8 @@ class Corpus:
     answers: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     letters: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     stems: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    # per template: (item id, the numbers its visible text states, its answer), for context_numbers
+    numeric: dict[str, list[tuple[str, list[float], str]]] = field(default_factory=lambda: defaultdict(list))
     synonyms: list[set[str]] = field(default_factory=list)
 
     @classmethod
@@ -74,6 +77,7 @@ class Corpus:
         for i in items:
             c.answers[template_key(i)][plain(i.answer)] += 1
             c.stems[plain(i.question)][plain(i.answer)] += 1
+            c.numeric[template_key(i)].append((i.item_id, context_numbers_of(i), plain(i.answer)))
             if is_mcq(i):
                 c.letters[template_key(i)][LETTERS[i.answer_index or 0]] += 1
         return c
@@ -129,6 +133,36 @@ def same_stem_answer(item: Item, c: Corpus) -> list[int]:
     return _argmax([seen[plain(o)] for o in item.options])
 
 
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])")
+
+
+def context_numbers_of(item: Item) -> list[float]:
+    """The numbers an item's visible text states (an age, a score, a duration), in order."""
+    return [float(x) for x in NUMBER.findall(visible_text(item))]
+
+
+def nearest_answers(item: Item, c: Corpus) -> list[str]:
+    """The answers of the template's other items whose stated numbers are nearest this item's (each number scaled
+    by its range over the template; ties all kept): what a reader who maps a score or an age to the key, without
+    the image, would answer. Empty when the text states no number or no other item states as many."""
+    own = context_numbers_of(item)
+    rows = [(nums, ans) for iid, nums, ans in c.numeric[template_key(item)] if len(nums) == len(own)]
+    peers = [(nums, ans) for (iid, nums, ans) in c.numeric[template_key(item)]
+             if iid != item.item_id and len(nums) == len(own)]
+    if not own or not peers:
+        return []
+    spans = [(max(r[0][k] for r in rows) - min(r[0][k] for r in rows)) or 1.0 for k in range(len(own))]
+    dist = [(sum(abs(a - b) / w for a, b, w in zip(nums, own, spans, strict=True)), ans) for nums, ans in peers]
+    best = min(d for d, _ in dist)
+    return sorted({ans for d, ans in dist if d <= best + 1e-9})
+
+
+def context_numbers(item: Item, c: Corpus) -> list[int]:
+    """The option that the nearest other items by stated numbers were keyed (see nearest_answers)."""
+    near = set(nearest_answers(item, c))
+    return [n for n, o in enumerate(item.options) if plain(o) in near]
+
+
 BASELINES: dict[str, Pick] = {
     "majority_answer": majority_answer,
     "answer_position": answer_position,
@@ -136,9 +170,10 @@ BASELINES: dict[str, Pick] = {
     "stem_overlap": stem_overlap,
     "stated_in_context": stated_in_context,
     "same_stem_answer": same_stem_answer,
+    "context_numbers": context_numbers,
 }
 # open and multi-turn items have no options: the baselines that can still guess an answer, and how
-OPEN_BASELINES = ("majority_answer", "stated_in_context", "same_stem_answer")
+OPEN_BASELINES = ("majority_answer", "stated_in_context", "same_stem_answer", "context_numbers")
 
 
 def expected_correct(picked: list[int], item: Item) -> float:
@@ -153,6 +188,9 @@ def open_guess(name: str, item: Item, c: Corpus) -> float:
     stated in the visible text."""
     if name == "stated_in_context":
         return float(stated(item.answer, plain(visible_text(item))) and len(plain(item.answer)) >= 4)
+    if name == "context_numbers":
+        near = nearest_answers(item, c)
+        return (plain(item.answer) in near) / len(near) if near else 0.0
     counts = c.answers[template_key(item)] if name == "majority_answer" else c.stems[plain(item.question)]
     seen = c.others(counts, plain(item.answer))
     if not seen:
@@ -404,14 +442,45 @@ def difficulty_by_model(items: list[Item]) -> dict[str, Any]:
 
 
 # -- decisions ----------------------------------------------------------------------------------------------
+def wilson(p: float, n: int, confidence: float) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``p`` over ``n`` trials at ``confidence`` (0: the point itself)."""
+    if n <= 0 or confidence <= 0:
+        return p, p
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(max(p * (1 - p), 0.0) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _over(v: dict[str, Any], acc: float, chance: float, what: str, params: ValidityParams) -> bool:
+    """Whether the lift of ``acc`` over ``chance`` is above the threshold at the lower end of its interval over the
+    template's items; records the interval, and the lift as uncertain where only its point estimate is above."""
+    eps = 1e-9
+    n = int(v.get("mcq_items") or v["items"])
+    lo, hi = wilson(acc, n, params.confidence)
+    v["lift_intervals"][what] = [round(lo - chance, 4), round(hi - chance, 4)]
+    if lo - chance > params.max_blind_lift + eps:
+        return True
+    if acc - chance > params.max_blind_lift + eps:
+        v["uncertain"].append(f"{what} lift {100 * (acc - chance):.1f} points, {100 * params.confidence:.0f}% "
+                              f"interval {100 * (lo - chance):.1f}..{100 * (hi - chance):.1f} over {n} items")
+    return False
+
+
 def decide(templates: dict[str, dict[str, Any]], models: dict[str, Any], params: ValidityParams) -> None:
     """Mark each template above the threshold (blind or model without an image) with its reasons, and blocked
-    when ``block`` is on."""
-    eps = 1e-9
+    when ``block`` is on. Each lift carries its Wilson interval over the template's items (``*_interval``, in
+    accuracy minus chance); a template is above the threshold only when the interval's lower end is, and one whose
+    interval spans the threshold is listed as ``uncertain`` (more items would settle it)."""
     for t, v in templates.items():
         reasons, details = [], []
-        if v["best_blind_lift"] is not None and v["best_blind_lift"] > params.max_blind_lift + eps:
-            b = v["best_blind_baseline"]
+        v["uncertain"], v["lift_intervals"] = [], {}
+
+        b = v["best_blind_baseline"]
+        if v["best_blind_lift"] is not None and b and _over(v, v["blind_baselines"][b], v["chance"], b, params):
             reasons.append(f"blind_baseline:{b}")
             details.append(f"{b} {100 * v['blind_baselines'][b]:.1f}% vs chance {100 * v['chance']:.1f}%")
         v["models"] = {}
@@ -423,7 +492,7 @@ def decide(templates: dict[str, dict[str, Any]], models: dict[str, Any], params:
             mcq_chance = v["chance"]
             for cond in params.block_on:
                 acc = got.get(cond)
-                if acc is not None and acc - mcq_chance > params.max_blind_lift + eps:
+                if acc is not None and _over(v, acc, mcq_chance, f"{name}:{cond}", params):
                     reasons.append(f"model_without_image:{name}:{cond}")
                     details.append(f"{name} {cond} {100 * acc:.1f}% vs chance {100 * mcq_chance:.1f}%")
         v["above_threshold"] = bool(reasons)

@@ -215,6 +215,7 @@ def _counts(rows: list[ReleaseRow]) -> dict[str, dict[str, int]]:
         "format": count(r.format for r in rows),
         "visual_dim": count(d for r in rows for d in r.visual_dims),
         "reasoning_dim": count(d for r in rows for d in r.reasoning_dims),
+        "difficulty": count(r.difficulty or "unrated" for r in rows),
         "source": count(r.source for r in rows),
         "review_status": count(r.review_status for r in rows),
     }

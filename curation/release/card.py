@@ -91,6 +91,7 @@ def template_validity(items: list[Any], report: dict[str, Any] | None,
     out: dict[str, Any] = {"templates": {}, "blocked": {}, "refused": [], "allowed": [], "unmeasured_items": 0,
                            "overall": (report or {}).get("overall"), "report": report is not None,
                            "threshold": (report or {}).get("max_blind_lift"),
+                           "confidence": (report or {}).get("confidence", 0.0),
                            "models": ((report or {}).get("model_baselines") or {}).get("status", "not measured"),
                            "difficulty_by_model": (report or {}).get("difficulty_by_model")}
     by_t: dict[str, list[Any]] = {}

@@ -1,0 +1,177 @@
+"""A LONI IDA download layout holding real scanner DICOM and real heads of other people (../shared/fixtures), through
+ingest, de-identification, normalize, extraction and generation: every real head gives items with its images, the
+two visits of one participant both arrive (its second visit's Patient's Name is "HFS", the Patient Position code),
+and a water phantom is refused with its reason. Skipped when ../shared is absent."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pydicom
+import pytest
+
+from curation.records import read_jsonl
+from curation.schema import Case, Item
+
+from .factories import project_params
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+MPRAGE = SHARED / "dicom-real" / "siemens-xa30" / "5001_anat-T1w_acq-tfl"
+HEADS = SHARED / "heads"
+pytestmark = pytest.mark.skipif(not (MPRAGE.is_dir() and HEADS.is_dir()), reason="../shared/fixtures is absent")
+
+UID = "1.2.826.0.1.3680043.8.498.7741"
+# participant -> (sex, age at baseline, baseline diagnosis, MMSE, baseline FreeSurfer volumes (mm3) plausible for them)
+PEOPLE = {
+    "941_S_0001": ("Female", 24.0, "CN", 30, {"Hippocampus": 8100, "Ventricles": 9000, "WholeBrain": 1150000}),
+    "941_S_0002": ("Male", 51.0, "CN", 29, {"Hippocampus": 7600, "Ventricles": 21000, "WholeBrain": 1080000}),
+    "941_S_0003": ("Female", 46.0, "CN", 29, {"Hippocampus": 7700, "Ventricles": 16000, "WholeBrain": 1090000}),
+    "941_S_0009": ("Female", 40.0, "CN", 30, {"Hippocampus": 7800, "Ventricles": 15000, "WholeBrain": 1100000}),
+}
+
+
+def _stamp(day: str) -> str:
+    return f"{day}_09_30_00.0"
+
+
+def _copy_series(src: Path, folder: Path, *, series: str, day: str, age: str, name: str | None = None) -> None:
+    """The scanner's files under a new series (new instance UIDs), acquired on ``day`` (YYYY-MM-DD)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for n, f in enumerate(sorted(src.iterdir())):
+        ds = pydicom.dcmread(f)
+        ds.SeriesInstanceUID = f"{UID}.{series}"
+        ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID = f"{UID}.{series}.{n + 1}"
+        ds.StudyDate = ds.SeriesDate = ds.AcquisitionDate = ds.ContentDate = day.replace("-", "")
+        ds.PatientAge = age
+        if name is not None:
+            ds.PatientName = name
+        ds.save_as(folder / f.name)
+
+
+def _write_volume(vol_path: Path | None, folder: Path, *, series: str, day: str, sex: str, age: str,
+                  description: str, array: np.ndarray | None = None) -> None:
+    """A NIfTI head (or ``array`` on a 1 mm grid) written as one DICOM file per slice by SimpleITK, its geometry
+    (positions, orientation, spacing) the volume's own, the identity a participant's."""
+    import SimpleITK as sitk
+
+    img = sitk.ReadImage(str(vol_path)) if vol_path is not None else sitk.GetImageFromArray(array)
+    arr = sitk.GetArrayFromImage(img).astype(np.float64)
+    arr = np.clip(arr / max(float(np.percentile(arr, 99.9)), 1e-6) * 3000.0, 0, 4095).astype(np.int16)
+    img16 = sitk.GetImageFromArray(arr)
+    img16.CopyInformation(img)
+    folder.mkdir(parents=True, exist_ok=True)
+    direction = img16.GetDirection()
+    iop = "\\".join(f"{v:.6f}" for v in (direction[0], direction[3], direction[6], direction[1], direction[4],
+                                         direction[7]))
+    writer = sitk.ImageFileWriter()
+    writer.KeepOriginalImageUIDOn()
+    for k in range(img16.GetDepth()):
+        sl = img16[:, :, k]
+        tags = {"0008|0016": "1.2.840.10008.5.1.4.1.1.4", "0008|0018": f"{UID}.{series}.{k + 1}",
+                "0008|0060": "MR", "0008|0020": day.replace("-", ""), "0008|0021": day.replace("-", ""),
+                "0008|103e": description, "0010|0010": "DOE^JANE", "0010|0020": "MRN-5521", "0010|0040": sex,
+                "0010|1010": age, "0018|5100": "HFS", "0020|000d": f"{UID}.{series}.0",
+                "0020|000e": f"{UID}.{series}", "0020|0011": "3", "0020|0013": str(k + 1), "0020|0037": iop,
+                "0020|0032": "\\".join(f"{v:.4f}" for v in img16.TransformIndexToPhysicalPoint((0, 0, k))),
+                "0028|0030": f"{img16.GetSpacing()[1]:.6f}\\{img16.GetSpacing()[0]:.6f}",
+                "0018|0050": f"{img16.GetSpacing()[2]:.6f}"}
+        for key, value in tags.items():
+            sl.SetMetaData(key, value)
+        writer.SetFileName(str(folder / f"slice{k + 1:04d}.dcm"))
+        writer.Execute(sl)
+
+
+def _phantom() -> np.ndarray:
+    """A water cylinder with a few rods (an ACR-style quality-control phantom), 1 mm voxels, z-y-x."""
+    z, y, x = np.mgrid[0:120, 0:190, 0:190]
+    r = np.hypot(y - 95, x - 95)
+    vol = np.where(r < 85, 1000.0, 0.0)
+    for cy, cx in ((60, 95), (130, 95), (95, 60), (95, 130)):
+        vol[np.hypot(y - cy, x - cx) < 6] = 300.0
+    return vol * (np.abs(z - 60) < 50)
+
+
+@pytest.fixture(scope="module")
+def download(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    raw = tmp_path_factory.mktemp("adni-real") / "adni"
+    adni = raw / "ADNI"
+    # a Siemens Prisma MPRAGE (real scanner files) at two visits a year apart; the second's name reads "HFS"
+    _copy_series(MPRAGE, adni / "941_S_0001" / "MPRAGE" / _stamp("2023-01-13") / "I880001", series="1",
+                 day="2023-01-13", age="024Y")
+    _copy_series(MPRAGE, adni / "941_S_0001" / "MPRAGE" / _stamp("2024-01-16") / "I880002", series="2",
+                 day="2024-01-16", age="025Y", name="HFS")
+    # a clinical T1 with skull and a far scanner origin; a healthy adult's T2 with skull; a stroke patient's
+    # brain-extracted FLAIR beside its T1 (real heads of other people and scanners, written as DICOM)
+    _write_volume(HEADS / "seg3d_mr.nii.gz", adni / "941_S_0002" / "MPRAGE" / _stamp("2022-05-02") / "I880003",
+                  series="3", day="2022-05-02", sex="M", age="051Y", description="MPRAGE")
+    _write_volume(HEADS / "register_t2w.nii.gz", adni / "941_S_0003" / "Axial_T2_TSE" / _stamp("2022-06-07") /
+                  "I880004", series="4", day="2022-06-07", sex="F", age="046Y", description="Axial T2 TSE")
+    _write_volume(None, adni / "941_S_0009" / "MPRAGE" / _stamp("2022-07-01") / "I880009", series="9",
+                  day="2022-07-01", sex="F", age="040Y", description="MPRAGE", array=_phantom())
+    rows = []
+    for ptid, (sex, age, dx, mmse, vols) in PEOPLE.items():
+        visits = [("bl", "2023-01-10"), ("m12", "2024-01-12")] if ptid == "941_S_0001" else [
+            ("bl", {"941_S_0002": "2022-05-01", "941_S_0003": "2022-06-06", "941_S_0009": "2022-06-30"}[ptid])]
+        for viscode, exam in visits:
+            rows.append({"PTID": ptid, "VISCODE": viscode, "EXAMDATE": exam, "DX_bl": dx, "DX": dx, "AGE": age,
+                         "PTGENDER": sex, "PTEDUCAT": 16, "PTETHCAT": "Not Hisp/Latino", "MMSE": mmse, "CDRSB": 0,
+                         **vols, "ICV": 1500000})
+    with (raw / "ADNIMERGE.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return raw
+
+
+@pytest.fixture(scope="module")
+def curated(download: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    import os
+
+    from curation.deid.stage import run as deid
+    from curation.generate.stage import run as generate
+    from curation.imaging.normalize import run as normalize
+    from curation.ingest import run as ingest
+    from curation.nlp.extract import run as extract
+
+    work = tmp_path_factory.mktemp("adni-real-work")
+    p = project_params()
+    old = Path.cwd()
+    os.chdir(work)
+    try:
+        reports = {"ingest": ingest(p.ingest, "adni", download, work / "ingest" / "adni").as_dict()}
+        reports["deid"] = deid(p.deidentify, work / "ingest", work / "deid").as_dict()
+        reports["normalize"] = normalize(p.normalize, work / "deid", work / "normalize", workers=2).as_dict()
+        extract(p.extract, work / "normalize", work / "extract")
+        generate(p.generate, work / "extract", work / "generate")
+        cases = list(read_jsonl(work / "normalize" / "cases.jsonl", Case))
+        items = list(read_jsonl(work / "generate" / "items.jsonl", Item))
+        images = {i.item_id: [Path(work / x).is_file() for x in i.images] for i in items}
+    finally:
+        os.chdir(old)
+    shutil.rmtree(work / "ingest", ignore_errors=True)
+    return {"reports": reports, "cases": cases, "items": items, "images": images}
+
+
+def test_every_real_head_gives_items_with_images(curated: dict) -> None:
+    by_series = {s.series_id: (c, s) for c in curated["cases"] for s in c.all_series()}
+    assert len(by_series) == 5, sorted(by_series)  # both visits of 941_S_0001 arrived: none was quarantined
+    assert not curated["reports"]["deid"]["failures_by_reason"], curated["reports"]["deid"]
+    heads = [(c, s) for c, s in by_series.values() if (s.qc.get("anatomy") or {}).get("fit") == "ok"]
+    assert len(heads) == 4, {sid: (s.qc.get("anatomy") or {}).get("fit_reason") for sid, (_, s) in by_series.items()}
+    for case, s in heads:
+        mine = [i for i in curated["items"] if any(e.series_id == s.series_id for e in i.evidence)]
+        assert mine, (case.case_id, s.series_id, s.sequence, [r.target for r in s.renders])
+        assert all(all(curated["images"][i.item_id]) for i in mine)
+        assert {r.target for r in s.renders if r.role == "target"} >= {"hippocampus", "lateral_ventricles"}
+
+
+def test_the_water_phantom_is_refused_with_its_reason(curated: dict) -> None:
+    refused = [s for c in curated["cases"] for s in c.all_series()
+               if (s.qc.get("anatomy") or {}).get("fit") != "ok"]
+    assert len(refused) == 1
+    reason = (refused[0].qc.get("anatomy") or {}).get("fit_reason") or str(refused[0].qc)
+    assert "brain" in reason or "implausible" in reason, reason
+    assert not [i for i in curated["items"] if any(e.series_id == refused[0].series_id for e in i.evidence)]

@@ -101,7 +101,7 @@ def _without_none(value: Any) -> Any:
 def load_prompt(name: str, folder: str | Path = PROMPTS_DIR) -> Prompt:
     path = Path(folder) / f"{name}.yaml"
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
         return Prompt.model_validate(raw)
     except OSError:
         raise ParamsError("prompt file not found", path) from None
@@ -192,7 +192,7 @@ class Cache:
         if not path.exists():
             return None
         try:
-            entry = json.loads(path.read_text())
+            entry = json.loads(path.read_text(encoding="utf-8"))
             body = entry["body"]
             if entry.get("key") != key or entry.get("sha256") != content_hash(body, 64):
                 raise ValueError("checksum mismatch")

@@ -289,7 +289,7 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> Params:
     if not path.exists():
         return Params()
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ParamsError(f"not valid YAML ({exc.__class__.__name__})", path) from None
     try:

@@ -394,7 +394,7 @@ def project_secret(root: Path | None = None) -> bytes:
                           f"(curate keeps one in <project>/{SECRET_FILE.as_posix()})")
     path = Path(root) / SECRET_FILE
     if path.exists():
-        return path.read_text().strip().encode()
+        return path.read_text(encoding="utf-8").strip().encode()
     path.parent.mkdir(parents=True, exist_ok=True)
     gitignore = path.parent / ".gitignore"
     if not gitignore.exists():

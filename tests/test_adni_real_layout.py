@@ -1,7 +1,8 @@
 """A LONI IDA download layout holding real scanner DICOM and real heads of other people (../shared/fixtures), through
-ingest, de-identification, normalize, extraction and generation: every real head gives items with its images, the
-two visits of one participant both arrive (its second visit's Patient's Name is "HFS", the Patient Position code),
-and a water phantom is refused with its reason. Skipped when ../shared is absent."""
+ingest, de-identification, normalize, extraction and generation: every real head gives items with its images; a
+real scanner's quality-control bottle (the dcm_qa XA30 "T1w MPRAGE") is refused as not a brain, at both of its
+visits, which both arrive (the second's Patient's Name is "HFS", the Patient Position code). Skipped when ../shared
+is absent."""
 
 from __future__ import annotations
 
@@ -24,13 +25,14 @@ HEADS = SHARED / "heads"
 pytestmark = pytest.mark.skipif(not (MPRAGE.is_dir() and HEADS.is_dir()), reason="../shared/fixtures is absent")
 
 UID = "1.2.826.0.1.3680043.8.498.7741"
-# participant -> (sex, age at baseline, baseline diagnosis, MMSE, baseline FreeSurfer volumes (mm3) plausible for them)
+# participant -> (sex, age at baseline, diagnosis, MMSE, baseline FreeSurfer volumes (mm3) plausible for them)
 PEOPLE = {
     "941_S_0001": ("Female", 24.0, "CN", 30, {"Hippocampus": 8100, "Ventricles": 9000, "WholeBrain": 1150000}),
     "941_S_0002": ("Male", 51.0, "CN", 29, {"Hippocampus": 7600, "Ventricles": 21000, "WholeBrain": 1080000}),
     "941_S_0003": ("Female", 46.0, "CN", 29, {"Hippocampus": 7700, "Ventricles": 16000, "WholeBrain": 1090000}),
-    "941_S_0009": ("Female", 40.0, "CN", 30, {"Hippocampus": 7800, "Ventricles": 15000, "WholeBrain": 1100000}),
+    "941_S_0004": ("Male", 68.0, "MCI", 25, {"Hippocampus": 6600, "Ventricles": 38000, "WholeBrain": 990000}),
 }
+BASELINE = {"941_S_0002": "2022-05-01", "941_S_0003": "2022-06-06", "941_S_0004": "2022-08-01"}
 
 
 def _stamp(day: str) -> str:
@@ -51,13 +53,13 @@ def _copy_series(src: Path, folder: Path, *, series: str, day: str, age: str, na
         ds.save_as(folder / f.name)
 
 
-def _write_volume(vol_path: Path | None, folder: Path, *, series: str, day: str, sex: str, age: str,
-                  description: str, array: np.ndarray | None = None) -> None:
-    """A NIfTI head (or ``array`` on a 1 mm grid) written as one DICOM file per slice by SimpleITK, its geometry
-    (positions, orientation, spacing) the volume's own, the identity a participant's."""
+def _write_volume(vol_path: Path, folder: Path, *, series: str, day: str, sex: str, age: str,
+                  description: str) -> None:
+    """A NIfTI head written as one DICOM file per slice by SimpleITK, its geometry (positions, orientation,
+    spacing) the volume's own, the identity a participant's."""
     import SimpleITK as sitk
 
-    img = sitk.ReadImage(str(vol_path)) if vol_path is not None else sitk.GetImageFromArray(array)
+    img = sitk.ReadImage(str(vol_path))
     arr = sitk.GetArrayFromImage(img).astype(np.float64)
     arr = np.clip(arr / max(float(np.percentile(arr, 99.9)), 1e-6) * 3000.0, 0, 4095).astype(np.int16)
     img16 = sitk.GetImageFromArray(arr)
@@ -84,37 +86,29 @@ def _write_volume(vol_path: Path | None, folder: Path, *, series: str, day: str,
         writer.Execute(sl)
 
 
-def _phantom() -> np.ndarray:
-    """A water cylinder with a few rods (an ACR-style quality-control phantom), 1 mm voxels, z-y-x."""
-    z, y, x = np.mgrid[0:120, 0:190, 0:190]
-    r = np.hypot(y - 95, x - 95)
-    vol = np.where(r < 85, 1000.0, 0.0)
-    for cy, cx in ((60, 95), (130, 95), (95, 60), (95, 130)):
-        vol[np.hypot(y - cy, x - cx) < 6] = 300.0
-    return vol * (np.abs(z - 60) < 50)
-
-
 @pytest.fixture(scope="module")
 def download(tmp_path_factory: pytest.TempPathFactory) -> Path:
     raw = tmp_path_factory.mktemp("adni-real") / "adni"
     adni = raw / "ADNI"
-    # a Siemens Prisma MPRAGE (real scanner files) at two visits a year apart; the second's name reads "HFS"
+    # the Siemens Prisma "T1w MPRAGE" of dcm_qa XA30 (real scanner files of a QC bottle) at two visits a year
+    # apart; the second's Patient's Name reads "HFS"
     _copy_series(MPRAGE, adni / "941_S_0001" / "MPRAGE" / _stamp("2023-01-13") / "I880001", series="1",
                  day="2023-01-13", age="024Y")
     _copy_series(MPRAGE, adni / "941_S_0001" / "MPRAGE" / _stamp("2024-01-16") / "I880002", series="2",
                  day="2024-01-16", age="025Y", name="HFS")
     # a clinical T1 with skull and a far scanner origin; a healthy adult's T2 with skull; a stroke patient's
-    # brain-extracted FLAIR beside its T1 (real heads of other people and scanners, written as DICOM)
-    _write_volume(HEADS / "seg3d_mr.nii.gz", adni / "941_S_0002" / "MPRAGE" / _stamp("2022-05-02") / "I880003",
-                  series="3", day="2022-05-02", sex="M", age="051Y", description="MPRAGE")
-    _write_volume(HEADS / "register_t2w.nii.gz", adni / "941_S_0003" / "Axial_T2_TSE" / _stamp("2022-06-07") /
-                  "I880004", series="4", day="2022-06-07", sex="F", age="046Y", description="Axial T2 TSE")
-    _write_volume(None, adni / "941_S_0009" / "MPRAGE" / _stamp("2022-07-01") / "I880009", series="9",
-                  day="2022-07-01", sex="F", age="040Y", description="MPRAGE", array=_phantom())
+    # brain-extracted T1 and FLAIR at one visit (real heads of other people and scanners, written as DICOM)
+    for ptid, desc, head, image_id in (("941_S_0002", "MPRAGE", "seg3d_mr", "I880003"),
+                                       ("941_S_0003", "Axial_T2_TSE", "register_t2w", "I880004"),
+                                       ("941_S_0004", "MPRAGE", "stroke_T1", "I880005"),
+                                       ("941_S_0004", "Axial_T2-FLAIR", "stroke_FLAIR", "I880006")):
+        sex, age = PEOPLE[ptid][0][0], f"{int(PEOPLE[ptid][1]):03d}Y"
+        day = BASELINE[ptid]
+        _write_volume(HEADS / f"{head}.nii.gz", adni / ptid / desc / _stamp(day) / image_id, series=image_id[1:],
+                      day=day, sex=sex, age=age, description=desc.replace("_", " "))
     rows = []
     for ptid, (sex, age, dx, mmse, vols) in PEOPLE.items():
-        visits = [("bl", "2023-01-10"), ("m12", "2024-01-12")] if ptid == "941_S_0001" else [
-            ("bl", {"941_S_0002": "2022-05-01", "941_S_0003": "2022-06-06", "941_S_0009": "2022-06-30"}[ptid])]
+        visits = [("bl", "2023-01-10"), ("m12", "2024-01-12")] if ptid == "941_S_0001" else [("bl", BASELINE[ptid])]
         for viscode, exam in visits:
             rows.append({"PTID": ptid, "VISCODE": viscode, "EXAMDATE": exam, "DX_bl": dx, "DX": dx, "AGE": age,
                          "PTGENDER": sex, "PTEDUCAT": 16, "PTETHCAT": "Not Hisp/Latino", "MMSE": mmse, "CDRSB": 0,
@@ -157,10 +151,10 @@ def curated(download: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_every_real_head_gives_items_with_images(curated: dict) -> None:
     by_series = {s.series_id: (c, s) for c in curated["cases"] for s in c.all_series()}
-    assert len(by_series) == 5, sorted(by_series)  # both visits of 941_S_0001 arrived: none was quarantined
+    assert len(by_series) == 6, sorted(by_series)  # both visits of 941_S_0001 arrived: none was quarantined
     assert not curated["reports"]["deid"]["failures_by_reason"], curated["reports"]["deid"]
     heads = [(c, s) for c, s in by_series.values() if (s.qc.get("anatomy") or {}).get("fit") == "ok"]
-    assert len(heads) == 4, {sid: (s.qc.get("anatomy") or {}).get("fit_reason") for sid, (_, s) in by_series.items()}
+    assert sorted(s.description or "" for _, s in heads) == ["Axial T2 TSE", "Axial T2-FLAIR", "MPRAGE", "MPRAGE"]
     for case, s in heads:
         mine = [i for i in curated["items"] if any(e.series_id == s.series_id for e in i.evidence)]
         assert mine, (case.case_id, s.series_id, s.sequence, [r.target for r in s.renders])
@@ -168,10 +162,11 @@ def test_every_real_head_gives_items_with_images(curated: dict) -> None:
         assert {r.target for r in s.renders if r.role == "target"} >= {"hippocampus", "lateral_ventricles"}
 
 
-def test_the_water_phantom_is_refused_with_its_reason(curated: dict) -> None:
+def test_the_scanner_qc_bottle_is_refused_at_both_visits_with_its_reason(curated: dict) -> None:
     refused = [s for c in curated["cases"] for s in c.all_series()
                if (s.qc.get("anatomy") or {}).get("fit") != "ok"]
-    assert len(refused) == 1
-    reason = (refused[0].qc.get("anatomy") or {}).get("fit_reason") or str(refused[0].qc)
-    assert "brain" in reason or "implausible" in reason, reason
-    assert not [i for i in curated["items"] if any(e.series_id == refused[0].series_id for e in i.evidence)]
+    assert len(refused) == 2 and {s.sequence for s in refused} == {"T1w"}
+    for s in refused:
+        reason = s.qc["anatomy"]["fit_reason"]
+        assert "no brain anatomy where the registered template expects it" in reason, reason
+        assert not [i for i in curated["items"] if any(e.series_id == s.series_id for e in i.evidence)]

@@ -224,3 +224,18 @@ def test_attribution_keeps_authors_and_journal_not_the_patient_in_a_title(tool: 
     from curation.deid.verify import _walk_record
 
     assert _walk_record({"attribution": old}, "")  # the output scan reports it where it survives
+
+
+@pytest.mark.parametrize("description", [
+    "Sag T1 MPRAGE", "Accelerated Sagittal MPRAGE", "Axial T2 TSE", "Axial PD TSE", "Double_TSE", "AXIAL T2 TSE FS",
+    "Sag 3D SPACE FLAIR", "Ax DWI EPI", "3D BRAVO", "Sag CUBE FLAIR", "COR T2 STIR", "Axial_T2-FLAIR"])
+def test_a_series_description_in_acquisition_words_is_kept(tool: TextDeidentifier, description: str) -> None:
+    """Vendors' series descriptions (ADNI's "Double_TSE" and "Sag T1 MPRAGE" were masked whole as a name): kept, so
+    the sequence a curator and an item read is not lost."""
+    assert tool.deidentify(description)[0] == description
+
+
+def test_a_surname_that_is_also_a_sequence_code_is_still_removed(tool: TextDeidentifier) -> None:
+    for text in ("Seen by John Tse today.", "Mr. Tse was seen; Tse is well.", "Axial T2 TSE by Dr. Smith"):
+        out = tool.deidentify(text)[0]
+        assert "Tse" not in out and "Smith" not in out and "John" not in out, out

@@ -62,7 +62,7 @@ class Table:
 
 @lru_cache(maxsize=1)
 def load_table() -> Table:
-    text = resources.files("curation.deid").joinpath("annex_e.tsv").read_text()
+    text = resources.files("curation.deid").joinpath("annex_e.tsv").read_text(encoding="utf-8")
     lines = text.splitlines()
     edition = lines[EDITION_LINE].lstrip("# ").strip()
     body = [ln for ln in lines if not ln.startswith("#")]
@@ -117,7 +117,7 @@ def load_defaults() -> Defaults:
     import yaml
     from pydicom.datadict import dictionary_VR, tag_for_keyword
 
-    doc = yaml.safe_load(resources.files("curation.deid").joinpath("dicom_defaults.yaml").read_text())
+    doc = yaml.safe_load(resources.files("curation.deid").joinpath("dicom_defaults.yaml").read_text(encoding="utf-8"))
     unknown = set(doc) - {"by_vr", "keep_uid_roots", "keep_uid_keywords", "keep_text", "longitudinal_except_keywords",
                           "clean_removes_vrs", "non_image"}
     if unknown:
@@ -156,7 +156,7 @@ def load_coded_values() -> dict[int, frozenset[str]]:
     import yaml
     from pydicom.datadict import dictionary_VR, tag_for_keyword
 
-    doc = yaml.safe_load(resources.files("curation.deid").joinpath("coded_values.yaml").read_text())
+    doc = yaml.safe_load(resources.files("curation.deid").joinpath("coded_values.yaml").read_text(encoding="utf-8"))
     out: dict[int, frozenset[str]] = {}
     for kw, entry in doc.items():
         tag = tag_for_keyword(kw)
@@ -177,7 +177,7 @@ def load_safe_private() -> dict[tuple[int, str], dict[int, str]]:
     """(group, creator upper-cased) -> {element in block: VR} from ``safe_private.yaml``, validated when loaded."""
     import yaml
 
-    doc = yaml.safe_load(resources.files("curation.deid").joinpath("safe_private.yaml").read_text())
+    doc = yaml.safe_load(resources.files("curation.deid").joinpath("safe_private.yaml").read_text(encoding="utf-8"))
     out: dict[tuple[int, str], dict[int, str]] = {}
     for entry in doc:
         if set(entry) != {"creator", "group", "elements"}:

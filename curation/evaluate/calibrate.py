@@ -16,7 +16,7 @@ def _load(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
     if not path.exists():
         raise InputError("file not found", path)
     if path.suffix == ".csv":
-        with path.open(newline="") as fh:
+        with path.open(newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
     else:
         rows = list(read_jsonl(path))

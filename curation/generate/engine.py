@@ -59,7 +59,7 @@ def load_templates(folder: str | Path) -> list[Template]:
     ids: set[str] = set()
     for path in files:
         try:
-            docs = yaml.safe_load(path.read_text()) or []
+            docs = yaml.safe_load(path.read_text(encoding="utf-8")) or []
         except yaml.YAMLError as exc:
             raise ParamsError(f"not valid YAML ({exc.__class__.__name__})", path) from None
         for n, doc in enumerate(docs):
@@ -86,7 +86,7 @@ class Engine:
         self.params = params
         self.templates = load_templates(params.templates_dir)
         try:
-            self.knowledge = yaml.safe_load(Path(params.knowledge).read_text())
+            self.knowledge = yaml.safe_load(Path(params.knowledge).read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError) as exc:
             raise ParamsError(f"cannot read knowledge table ({exc.__class__.__name__})", params.knowledge) from None
         self._compiled: dict[str, jinja2.Template] = {}

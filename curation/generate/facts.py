@@ -19,6 +19,9 @@ from curation.schema import Case, Evidence, Render, Series, Visit
 SEX_WORD = {"F": "woman", "M": "man"}
 LESION_SEQUENCES = ("FLAIR", "T2w", "DWI", "SWI")
 TARGET_SEQUENCE = "T1w"  # the anatomy of dementia items is read on T1-weighted images
+# where a visit has none, on its T2-weighted series (atrophy and ventricular size read as well on it)
+ANATOMY_SEQUENCES = ("T1w", "T2w")
+WEIGHTING = {"T1w": "T1-weighted", "T2w": "T2-weighted"}
 # a placeholder left by text de-identification ([NAME], [ID-3fa2c1]) or a full date, which item text never carries
 PLACEHOLDER = re.compile(r"\[[A-Z][A-Z_]+(?:-[0-9a-f]{4,})?\]")
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"
@@ -74,6 +77,7 @@ class Facts(BaseModel):
     nwbv: float | None = None
     atrophy_grade: str | None = None
     sequence: str | None = None
+    weighting: str | None = None  # of the series a visit's anatomy images come from ("T1-weighted")
     sequence_choices: list[str] | None = None
     figure_id: str | None = None
     lesion: LesionFacts | None = None
@@ -244,14 +248,16 @@ def _visit_facts(f: dict[str, Any], case: Case, visit: Visit, knowledge: dict[st
         if v is not None:
             f[key] = _fmt(v)
     images: dict[str, dict[str, Any]] = {}
-    t1 = _first(visit, TARGET_SEQUENCE)
+    t1 = next((s for q in ANATOMY_SEQUENCES if (s := _first(visit, q)) is not None), None)
     if t1 is not None:
+        f["weighting"] = WEIGHTING[t1.sequence or TARGET_SEQUENCE]
         for name, target in (("hippocampus", "hippocampus"), ("ventricles", "lateral_ventricles"),
                              ("brain", "brain")):
             r = target_render(t1, target)
             if r is not None:
                 images[name] = _evidence(r, t1, visit, target).model_dump()
-        # a volume measure goes with the image it was measured on: the visit's own T1-weighted series
+        # a volume measure goes with an image of the visit it was measured at: its T1-weighted series, or where it
+        # has none its T2-weighted one
         _graded_facts(f, scores, knowledge, images)
     lesion = next(((s, r) for s in visit.series if s.sequence in LESION_SEQUENCES and _usable(s)
                    for r in [target_render(s, "lesion")] if r is not None), None)

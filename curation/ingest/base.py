@@ -23,7 +23,7 @@ from curation.report import Kind, Report
 
 
 def load_spec(source: str) -> dict[str, Any]:
-    text = resources.files("curation.ingest").joinpath("specs", f"{source}.yaml").read_text()
+    text = resources.files("curation.ingest").joinpath("specs", f"{source}.yaml").read_text(encoding="utf-8")
     spec = yaml.safe_load(text)
     if not isinstance(spec, dict):
         raise ParamsError("spec is not a mapping", f"curation/ingest/specs/{source}.yaml")

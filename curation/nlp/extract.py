@@ -21,7 +21,7 @@ CATEGORY = {"findings": "finding", "anatomy": "anatomy", "sequences": "sequence"
 @lru_cache(maxsize=4)
 def load_lexicon(path: str) -> dict[str, Any]:
     try:
-        lex = yaml.safe_load(Path(path).read_text())
+        lex = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ParamsError(f"cannot read lexicon ({exc.__class__.__name__})", path) from None
     for key in (*CATEGORY, "negation_triggers", "negation_window", "laterality", "temporal_pattern"):

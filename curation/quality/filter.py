@@ -24,7 +24,7 @@ def load_synonyms(lexicon: str | Path | None) -> list[set[str]]:
         return []
     import yaml
 
-    lex = yaml.safe_load(Path(lexicon).read_text()) or {}
+    lex = yaml.safe_load(Path(lexicon).read_text(encoding="utf-8")) or {}
     groups = []
     for cat in ("findings", "anatomy", "sequences", "diagnoses"):
         for label, terms in (lex.get(cat) or {}).items():

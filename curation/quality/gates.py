@@ -47,7 +47,7 @@ def load_known_questions(path: str | Path) -> list[str]:
         raise InputError("known-questions file not found", path)
     if path.suffix == ".jsonl":
         out = []
-        for n, line in enumerate(path.read_text().splitlines(), 1):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
             try:
@@ -59,10 +59,10 @@ def load_known_questions(path: str | Path) -> list[str]:
             out.append(" ".join([str(r.get("question", "")), *map(str, opts), str(r.get("answer", ""))]))
         return out
     if path.suffix == ".csv":
-        with path.open(newline="") as fh:
+        with path.open(newline="", encoding="utf-8") as fh:
             return [" ".join(v for k, v in row.items() if k in ("question", "options", "answer") and v)
                     for row in csv.DictReader(fh)]
-    return [ln for ln in path.read_text().splitlines() if ln.strip()]
+    return [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
 
 
 def near_duplicates(items: list[Item], params: FilterParams, report: Report) -> dict[str, str]:

@@ -75,7 +75,7 @@ def load_rules(path: str | Path | None = None) -> list[CompiledRule]:
     if not path.is_file():
         raise InputError("leak rules file not found", path)
     try:
-        parsed = _Rules.model_validate(yaml.safe_load(path.read_text()) or {})
+        parsed = _Rules.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
     except (yaml.YAMLError, re.error) as exc:
         raise InputError(f"not valid ({exc.__class__.__name__})", path) from None
     except ValidationError as exc:

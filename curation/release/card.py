@@ -32,7 +32,7 @@ def stated_digest(card: str) -> str | None:
 def render_card(params: ReleaseParams, name: str, rows: list[ReleaseRow], counts: dict[str, dict[str, int]],
                 files: list[str], checks: dict[str, int] | None = None, agreement: dict[str, Any] | None = None,
                 manifest_sha256: str = DIGEST_PLACEHOLDER, validity: dict[str, Any] | None = None) -> str:
-    text = resources.files("curation.release").joinpath("card.md.j2").read_text()
+    text = resources.files("curation.release").joinpath("card.md.j2").read_text(encoding="utf-8")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["pct"] = pct
     n = len(rows)

@@ -58,7 +58,8 @@ def run(params: Params, release: Path, raw: dict[str, Path], out: Path, *, worke
     missing_sources = [s for s in sources_needed if s not in raw]
     if not refs:
         report.metrics["note"] = "this release has no reference-only images"
-    manifest = json.loads((release / "manifest.json").read_text()) if (release / "manifest.json").exists() else {}
+    manifest_path = release / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
     found: dict[str, Path] = {}
     with tempfile.TemporaryDirectory(prefix="curate-rebuild-") as tmp:
         work = Path(tmp)

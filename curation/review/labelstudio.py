@@ -141,7 +141,7 @@ def prediction(item: Item) -> dict[str, Any]:
 def ensure_project(client: Any, title: str, label_config: str, params: ReviewParams, adjudication: bool = False) -> Any:
     # the reviewer guidelines live beside the labeling config and open from the interface's Instructions button
     path = Path(params.label_config).with_name("guidelines.md")
-    guidelines = html.escape(path.read_text()) if path.exists() else ""
+    guidelines = html.escape(path.read_text(encoding="utf-8")) if path.exists() else ""
     settings = {
         "label_config": label_config,
         "expert_instruction": f'<pre style="white-space: pre-wrap">{guidelines}</pre>' if guidelines else "",
@@ -204,7 +204,7 @@ def push(params: ReviewParams, items: Iterable[Item], *, adjudication: bool = Fa
     client = client or connect(params)
     config_path = Path(params.label_config)
     try:
-        label_config = config_path.read_text()
+        label_config = config_path.read_text(encoding="utf-8")
     except OSError:
         raise InputError("labeling config not found", config_path) from None
     title = params.project_title + (" - adjudication" if adjudication else "")

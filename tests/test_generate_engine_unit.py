@@ -57,7 +57,9 @@ def setup(folder: Path, templates: list[dict] | None = None, **kw) -> GeneratePa
     kb = yaml.safe_load((ROOT / "templates" / "knowledge" / "neurology.yaml").read_text())
     kb["unit_diagnoses"] = DIAGNOSES
     kb["unit_empty"] = []
-    kb["prevalence_per_100k"] = {**kb["prevalence_per_100k"], LONG_TAIL: 1, "glioblastoma": 500}
+    # every diagnosis here common but one (the project table spells some of them in capitals)
+    kb["prevalence_per_100k"] = {**{k: v for k, v in kb["prevalence_per_100k"].items() if k.casefold() not in
+                                    {d.casefold() for d in DIAGNOSES}}, **dict.fromkeys(DIAGNOSES, 500), LONG_TAIL: 1}
     (folder / "kb.yaml").write_text(yaml.safe_dump(kb))
     base = project_params().generate
     return base.model_copy(update={"templates_dir": str(folder / "templates"), "knowledge": str(folder / "kb.yaml"),

@@ -110,8 +110,10 @@ def test_radiopaedia_and_missing_image(raw_copy: Path, tmp_path: Path) -> None:
     (folder / "images" / "002.png").unlink()
     (raw_copy / "radiopaedia" / "broken").mkdir()
     (raw_copy / "radiopaedia" / "broken" / "case.json").write_text("{not json")
+    from curation.demo.corpus import RADIOPAEDIA
+
     cases, quarantine, rep = _ingest("radiopaedia", raw_copy / "radiopaedia", tmp_path / "o")
-    assert len(cases) == 2
+    assert len(cases) == len(RADIOPAEDIA)  # every case, the one with a missing image included
     gbm = next(c for c in cases if c.title == "Glioblastoma")
     assert [f.missing for f in gbm.figures] == [False, True, False]
     assert gbm.license == "CC BY-NC-SA 3.0" and "Demo Author B" in (gbm.attribution or "")

@@ -20,7 +20,18 @@ from pydicom.dataset import Dataset, FileMetaDataset
 from pydicom.sequence import Sequence
 from pydicom.uid import ExplicitVRLittleEndian, MRImageStorage, generate_uid
 
-from curation.demo.phantom import AFFINE, IDENTITY, SHAPE, SPACING, Lesion, Pose, axial_png_array, ground_truth, head
+from curation.demo.phantom import (
+    AFFINE,
+    IDENTITY,
+    SHAPE,
+    SPACING,
+    Lesion,
+    Pathology,
+    Pose,
+    axial_png_array,
+    ground_truth,
+    head,
+)
 from curation.records import write_bytes, write_text
 
 UID_ROOT = "1.2.826.0.1.3680043.10.1447."  # demo-only root; every UID below derives from it
@@ -332,26 +343,98 @@ def write_oasis3(root: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- Radiopaedia
+# Radiopaedia-style cases: each figure is drawn to show what its findings say (the lesions, their number and side,
+# oedema, a necrotic core, mass effect), at the MNI coordinates of the structure named.
 RADIOPAEDIA = [
     {
         "slug": "multiple-sclerosis-demo-1", "title": "Multiple sclerosis", "diagnosis": "Multiple sclerosis",
         "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis probable", "age": "29 years",
         "gender": "Female", "author": "Demo Author A",
         "presentation": "Ms. Clara Oswald, a 29-year-old teacher (MRN 8830215, phone 503-555-0199), presented on 14 March 2019 with blurred vision in the left eye and tingling in both legs for two weeks.",
-        "findings": "Multiple ovoid T2/FLAIR hyperintense lesions in the periventricular white matter of the left hemisphere, oriented perpendicular to the lateral ventricles (Dawson fingers). No haemorrhage.",
+        "findings": "Multiple ovoid T2/FLAIR hyperintense lesions in the left periventricular white matter, oriented perpendicular to the lateral ventricles (Dawson fingers). No haemorrhage.",
         "discussion": "Periventricular ovoid lesions in a young woman with optic neuritis favour multiple sclerosis over small vessel disease or ADEM.",
         "differential": ["Acute disseminated encephalomyelitis", "Small vessel ischaemic disease", "Neuromyelitis optica spectrum disorder"],
-        "sequence": "FLAIR", "lesion": Lesion((0.36, 0.5, 0.6), 4.0), "atrophy": 0.0,
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(-22, -6, 24, 4.5, (1.8, 1.0, 1.0)), "atrophy": 0.0,
+        "pathology": Pathology(more=(Lesion.at_mm(-24, -22, 26, 4.0, (1.8, 1.0, 1.0)),
+                                     Lesion.at_mm(-25, 10, 23, 3.5, (1.8, 1.0, 1.0)),
+                                     Lesion.at_mm(-21, -36, 24, 3.0, (1.8, 1.0, 1.0)))),
     },
     {
         "slug": "glioblastoma-demo-2", "title": "Glioblastoma", "diagnosis": "Glioblastoma",
         "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "63 years",
         "gender": "Male", "author": "Demo Author B",
         "presentation": "Mr. Rory Williams (DOB 04/11/1957, 42 Wallaby Way, Portland) was brought in by his wife Amy on 02/06/2020 with three weeks of headache and new left arm weakness.",
-        "findings": "Large heterogeneous mass in the right frontal lobe with surrounding FLAIR hyperintense vasogenic oedema and mass effect on the right lateral ventricle.",
+        "findings": "Large heterogeneous mass in the right frontal lobe with a necrotic centre, surrounding FLAIR hyperintense vasogenic oedema and mass effect on the right lateral ventricle.",
         "discussion": "Histology confirmed IDH-wildtype glioblastoma. Differential included metastasis and lymphoma.",
         "differential": ["Cerebral metastasis", "Primary CNS lymphoma", "Cerebral abscess"],
-        "sequence": "FLAIR", "lesion": Lesion((0.64, 0.66, 0.62), 9.6), "atrophy": 0.1,
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(30, 22, 26, 14.0), "atrophy": 0.1,
+        "pathology": Pathology(oedema_mm=10.0, necrotic=True, mass_effect_mm=7.0),
+    },
+    {
+        "slug": "acute-ischaemic-stroke-demo-3", "title": "Acute ischaemic stroke", "diagnosis": "Acute ischaemic stroke",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "77 years",
+        "gender": "Male", "author": "Demo Author C",
+        "presentation": "Mr. Harold Finch, 77 (MRN 5512093, 14 Elm Court, Salem), was found by his daughter Grace at 7 am on 3 May 2021 with sudden weakness of the left arm and face. He has atrial fibrillation.",
+        "findings": "Restricted diffusion on DWI in the right parietal lobe, in the right middle cerebral artery territory. No haemorrhage.",
+        "discussion": "Cortical and subcortical restricted diffusion in one arterial territory in a patient with atrial fibrillation is a cardioembolic infarct.",
+        "differential": ["Focal seizure", "Migraine with aura", "Intracerebral haemorrhage"],
+        "sequence": "DWI", "lesion": Lesion.at_mm(40, -44, 32, 9.0), "atrophy": 0.3,
+    },
+    {
+        "slug": "cerebral-metastases-demo-4", "title": "Cerebral metastases", "diagnosis": "Cerebral metastases",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis probable", "age": "61 years",
+        "gender": "Female", "author": "Demo Author D",
+        "presentation": "Mrs. Joan Watson (DOB 22/09/1960, phone 971-555-0142), a smoker treated for lung cancer last year, reported two weeks of morning headache and unsteadiness on 9 October 2021.",
+        "findings": "Multiple round masses at the grey-white junction of both cerebral hemispheres, the largest in the left parietal lobe, each with surrounding vasogenic oedema.",
+        "discussion": "Several round lesions at the grey-white junction with oedema out of proportion to their size, in a patient with lung cancer, are metastases.",
+        "differential": ["Cerebral abscess", "Glioblastoma", "Tuberculoma"],
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(-36, -52, 32, 7.5), "atrophy": 0.1,
+        "pathology": Pathology(more=(Lesion.at_mm(30, 34, 30, 5.5), Lesion.at_mm(20, -70, 28, 4.5)),
+                               oedema_mm=9.0),
+    },
+    {
+        "slug": "intracerebral-haemorrhage-demo-5", "title": "Intracerebral haemorrhage",
+        "diagnosis": "Intracerebral haemorrhage", "system": "Central Nervous System",
+        "diagnostic_certainty": "Diagnosis certain", "age": "69 years", "gender": "Male", "author": "Demo Author E",
+        "presentation": "Mr. Walter White (MRN 3308814, 308 Negra Arroyo Lane), 69, with long-standing poorly controlled hypertension, developed sudden right-sided weakness and slurred speech on 12 January 2022.",
+        "findings": "Acute haematoma in the left basal ganglia, markedly hypointense on SWI, with a thin rim of oedema.",
+        "discussion": "A deep haematoma in the putamen of a hypertensive patient is a hypertensive haemorrhage.",
+        "differential": ["Haemorrhagic transformation of an infarct", "Cavernous malformation", "Haemorrhagic metastasis"],
+        "sequence": "SWI", "lesion": Lesion.at_mm(-25, 2, 4, 10.0), "atrophy": 0.2,
+        "pathology": Pathology(oedema_mm=3.0),
+    },
+    {
+        "slug": "primary-cns-lymphoma-demo-6", "title": "Primary CNS lymphoma", "diagnosis": "Primary CNS lymphoma",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "66 years",
+        "gender": "Male", "author": "Demo Author F",
+        "presentation": "Mr. Daniel Jackson, 66 (phone 312-555-0187, MRN 7720451), a retired librarian, was brought by his son on 2 February 2022 with six weeks of confusion, apathy and numbness of the left arm.",
+        "findings": "Homogeneous mass in the right periventricular white matter abutting the lateral ventricle, with mild surrounding vasogenic oedema and no necrosis.",
+        "discussion": "A solid, homogeneous periventricular mass without necrosis in an older adult suggests lymphoma; stereotactic biopsy confirmed diffuse large B-cell lymphoma.",
+        "differential": ["Glioblastoma", "Tumefactive demyelination", "Cerebral metastasis"],
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(20, -8, 22, 9.0), "atrophy": 0.15,
+        "pathology": Pathology(oedema_mm=5.0),
+    },
+    {
+        "slug": "cerebral-abscess-demo-7", "title": "Cerebral abscess", "diagnosis": "Cerebral abscess",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "47 years",
+        "gender": "Female", "author": "Demo Author G",
+        "presentation": "Mrs. Donna Noble (DOB 18/07/1975, 10 Chiswick Road), a right-handed accountant, had ten days of fever, headache and word-finding difficulty after dental treatment when seen on 6 June 2022.",
+        "findings": "Round lesion in the left temporal lobe with restricted diffusion of its core on DWI and surrounding vasogenic oedema.",
+        "discussion": "Restricted diffusion in the core of a ring lesion distinguishes an abscess from a necrotic tumour; aspiration grew streptococci.",
+        "differential": ["Glioblastoma", "Cerebral metastasis", "Tumefactive demyelination"],
+        "sequence": "DWI", "lesion": Lesion.at_mm(-44, -18, 2, 10.0), "atrophy": 0.1,
+        "pathology": Pathology(oedema_mm=9.0, mass_effect_mm=3.0),
+    },
+    {
+        "slug": "cavernous-malformation-demo-8", "title": "Cavernous malformation",
+        "diagnosis": "Cavernous malformation", "system": "Central Nervous System",
+        "diagnostic_certainty": "Diagnosis probable", "age": "38 years", "gender": "Female",
+        "author": "Demo Author H",
+        "presentation": "Mrs. Martha Jones (MRN 6619037), 38, had a first focal seizure with flashing lights in the left half of her vision on 21 August 2022; her mother had similar lesions.",
+        "findings": "Small focus of marked susceptibility (blooming) on SWI in the right occipital lobe, with no oedema.",
+        "discussion": "A small blooming focus without oedema, in a patient with a family history, is a cavernous malformation.",
+        "differential": ["Haemorrhagic metastasis", "Cerebral amyloid angiopathy", "Capillary telangiectasia"],
+        "sequence": "SWI", "lesion": Lesion.at_mm(22, -82, 12, 3.5), "atrophy": 0.0,
     },
 ]
 
@@ -359,7 +442,8 @@ RADIOPAEDIA = [
 def write_radiopaedia(root: Path) -> None:
     for n, case in enumerate(RADIOPAEDIA):
         folder = root / case["slug"]
-        vol = head(case["sequence"], atrophy=case["atrophy"], lesion=case["lesion"], seed=5000 + n)
+        vol = head(case["sequence"], atrophy=case["atrophy"], lesion=case["lesion"], seed=5000 + n,
+                   pathology=case.get("pathology"))
         z_lesion = int(round(case["lesion"].center[2] * (SHAPE[2] - 1)))
         images = []
         for i, z in enumerate([z_lesion - 4, z_lesion, z_lesion + 4]):

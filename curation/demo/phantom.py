@@ -3,7 +3,8 @@
 Arrays are indexed [x, y, z] in RAS+ voxel order on an MNI-aligned 1.5 mm grid (``SHAPE``, ``AFFINE``; world
 coordinates of an unmoved head are MNI coordinates). Tissue intensities per sequence come from the template's grey /
 white matter probabilities (partial volumes kept); atrophy enlarges the lateral ventricles and shrinks the
-hippocampi and the cortex (distance-based morphology on the tissue maps); a lesion is a sphere; a head ``Pose``
+hippocampi and the cortex (distance-based morphology on the tissue maps); a lesion is a sphere or an ovoid, and a
+case report's figure may add more lesions, oedema, a necrotic core and mass effect (``Pathology``); a head ``Pose``
 turns and shifts the head as a patient lies differently at each visit. Everything is a pure function of its
 arguments, so ``ground_truth`` recomputes the voxels of each target for a test.
 """
@@ -36,6 +37,16 @@ PIVOT_MM = np.array([0.0, -18.0, 10.0])  # a head turns about the middle of the 
 class Lesion:
     center: tuple[float, float, float]  # fractional position in the unmoved head's grid, RAS order
     radius_vox: float  # in grid voxels (GRID_MM)
+    # an ovoid: the radius scaled along x, y, z (an MS plaque elongated across the ventricle's wall)
+    axes: tuple[float, float, float] = (1.0, 1.0, 1.0)
+
+    @staticmethod
+    def at_mm(x: float, y: float, z: float, radius_mm: float,
+              axes: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> Lesion:
+        """A lesion centred at MNI (x, y, z) mm of the unmoved head."""
+        vox = np.linalg.inv(AFFINE) @ np.array([x, y, z, 1.0])
+        frac = vox[:3] / (np.asarray(SHAPE) - 1)
+        return Lesion(tuple(round(float(v), 4) for v in frac), round(radius_mm / GRID_MM, 3), axes)  # type: ignore[arg-type]
 
     def center_mm(self) -> np.ndarray:
         vox = np.asarray(self.center) * (np.asarray(SHAPE) - 1)
@@ -128,16 +139,60 @@ def _pose_array(arr: np.ndarray, pose: Pose, order: int = 1) -> np.ndarray:
                                     order=order, mode="constant", cval=0.0)
 
 
-def _lesion_mask(lesion: Lesion, brain: np.ndarray) -> np.ndarray:
+def _lesion_distance(lesion: Lesion) -> np.ndarray:
+    """Each voxel's distance from the lesion's centre in units of its radius (ovoid axes applied)."""
     world = anatomy.template_maps(GRID_MM).world()
     c = lesion.center_mm()
-    d2 = sum((w - ci) ** 2 for w, ci in zip(world, c, strict=True))
-    return (d2 <= lesion.radius_mm**2) & (brain > 0.5)
+    d2 = sum(((w - ci) / a) ** 2 for w, ci, a in zip(world, c, lesion.axes, strict=True))
+    return np.sqrt(d2) / lesion.radius_mm
+
+
+def _lesion_mask(lesion: Lesion, brain: np.ndarray) -> np.ndarray:
+    return (_lesion_distance(lesion) <= 1.0) & (brain > 0.5)
+
+
+@dataclass(frozen=True)
+class Pathology:
+    """What a case report's figure shows besides its principal lesion: more lesions of the same kind, vasogenic
+    oedema in the white matter around each (``oedema_mm`` beyond its edge), a necrotic core (inner half of the
+    radius), and mass effect (tissue pushed away from the principal lesion by up to ``mass_effect_mm``)."""
+
+    more: tuple[Lesion, ...] = ()
+    oedema_mm: float = 0.0
+    necrotic: bool = False
+    mass_effect_mm: float = 0.0
+
+
+# oedema and necrosis per sequence: oedema bright on T2 / FLAIR and dark on T1; a necrotic core like fluid
+PATHOLOGY_CONTRAST: dict[str, dict[str, float]] = {
+    "T1w": {"oedema": 92, "necrosis": 30}, "T2w": {"oedema": 140, "necrosis": 190},
+    "FLAIR": {"oedema": 128, "necrosis": 45}, "SWI": {"oedema": 95, "necrosis": 100},
+    "DWI": {"oedema": 70, "necrosis": 20},
+}
+
+
+def _push(vol: np.ndarray, lesion: Lesion, mm: float) -> np.ndarray:
+    """Mass effect: the tissue around ``lesion`` displaced outward by up to ``mm`` (most at its edge, fading over
+    three radii), so the neighbouring ventricle and sulci are compressed."""
+    from scipy import ndimage
+
+    world = np.broadcast_arrays(*anatomy.template_maps(GRID_MM).world())
+    c = lesion.center_mm()
+    rel = np.stack([w - ci for w, ci in zip(world, c, strict=True)])
+    r = np.sqrt((rel**2).sum(axis=0)) + 1e-6
+    edge = lesion.radius_mm
+    shift = mm * np.exp(-np.clip(r - edge, 0, None) / (1.5 * edge)) * np.clip(r / edge, 0, 1)
+    src_world = [w - shift * (rel[k] / r) for k, w in enumerate(world)]
+    inv = np.linalg.inv(AFFINE)
+    src_vox = [inv[k, 0] * src_world[0] + inv[k, 1] * src_world[1] + inv[k, 2] * src_world[2] + inv[k, 3]
+               for k in range(3)]
+    return ndimage.map_coordinates(vol, src_vox, order=1, mode="nearest").astype(np.float32)
 
 
 def head(sequence: str, *, atrophy: float = 0.0, lesion: Lesion | None = None, seed: int = 0,
-         pose: Pose = IDENTITY) -> np.ndarray:
-    """A head volume for ``sequence`` (uint16, [x, y, z] on ``SHAPE``); ``atrophy`` in [0, 1]."""
+         pose: Pose = IDENTITY, pathology: Pathology | None = None) -> np.ndarray:
+    """A head volume for ``sequence`` (uint16, [x, y, z] on ``SHAPE``); ``atrophy`` in [0, 1]; ``pathology``
+    (with a ``lesion``): what else a figure shows (more lesions, oedema, necrosis, mass effect)."""
     c = CONTRAST[sequence]
     maps = anatomy.template_maps(GRID_MM)
     t = _tissue(round(float(atrophy), 3))
@@ -150,7 +205,9 @@ def head(sequence: str, *, atrophy: float = 0.0, lesion: Lesion | None = None, s
         outside[maps.labels == code] = c["csf"] if name in ("csf", "orbit") else c[name]
     outside[maps.labels == anatomy.LABELS["brain"]] = c["csf"]
     vol = inside + (1.0 - t.brain) * outside
-    if lesion is not None:
+    if lesion is not None and pathology is not None:
+        vol = _pathology(vol, sequence, lesion, pathology, t)
+    elif lesion is not None:
         vol[_lesion_mask(lesion, t.brain)] = c["lesion"]
     vol = _pose_array(vol.astype(np.float32), pose)
     rng = np.random.default_rng(seed)
@@ -159,6 +216,25 @@ def head(sequence: str, *, atrophy: float = 0.0, lesion: Lesion | None = None, s
     vol = vol * (1.0 + 0.08 * np.sin(x) * np.cos(z))  # smooth low-frequency bias
     vol = np.abs(vol + rng.normal(0, 3.0, size=SHAPE).astype(np.float32))  # Rician-like noise
     return np.clip(vol * 8, 0, 4095).astype(np.uint16)
+
+
+def _pathology(vol: np.ndarray, sequence: str, lesion: Lesion, p: Pathology, t: Tissue) -> np.ndarray:
+    c, pc = CONTRAST[sequence], PATHOLOGY_CONTRAST[sequence]
+    brain = t.brain
+    if p.mass_effect_mm > 0:
+        vol = _push(vol.astype(np.float32), lesion, p.mass_effect_mm)
+    lesions = (lesion, *p.more)
+    if p.oedema_mm > 0:
+        for les in lesions:
+            d = _lesion_distance(les)
+            rim = (d > 1.0) & (d <= 1.0 + p.oedema_mm / les.radius_mm) & (t.wm > 0.4) & (brain > 0.5)
+            vol[rim] = pc["oedema"]
+    for les in lesions:
+        d = _lesion_distance(les)
+        vol[(d <= 1.0) & (brain > 0.5)] = c["lesion"]
+        if p.necrotic:
+            vol[(d <= 0.5) & (brain > 0.5)] = pc["necrosis"]
+    return vol
 
 
 def ground_truth(*, atrophy: float = 0.0, lesion: Lesion | None = None, pose: Pose = IDENTITY) -> dict[str, object]:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from curation.errors import ParamsError
 from curation.generate import tags
-from curation.generate.facts import deid_artefacts, fact_sets, known_fact, lookup
+from curation.generate.facts import deid_artefacts, fact_sets, keyed, known_fact, lookup
 from curation.generate.tags import answer_facts
 from curation.params import GenerateParams
 from curation.records import content_hash
@@ -106,11 +106,11 @@ class Engine:
         else:
             key = lookup(facts, spec.key) if spec.key else None
         if spec.table == "case_differential_then_differentials":
-            pool = list(facts.get("differential", [])) + list(kb.get("differentials", {}).get(key, []))
+            pool = list(facts.get("differential", [])) + list(keyed(kb.get("differentials", {}), key) or [])
         else:
             table = kb.get(spec.table, [])
             # a list is the pool itself; a mapping is keyed by a fact (the answer, if listed, is dropped below)
-            pool = list(table) if isinstance(table, list) else list(table.get(key, []))
+            pool = list(table) if isinstance(table, list) else list(keyed(table, key) or [])
         seen = {answer.lower()}
         out = []
         for p in pool:

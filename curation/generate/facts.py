@@ -407,12 +407,23 @@ def _finding_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> 
         if ok:  # a lesion on the wrong side does not explain the deficit; no item says that it does
             f["deficit_matches_lesion"] = True
     dx = f.get("dx")
-    steps = knowledge.get("next_steps", {}).get(dx or "", [])
+    steps = keyed(knowledge.get("next_steps", {}), dx) or []
     if steps:
         f["next_step"] = steps[0]
 
 
 # ----------------------------------------------------------------------------- helpers
+def keyed(table: dict[str, Any], key: str | None) -> Any:
+    """A knowledge table's entry for ``key`` (a diagnosis, an anatomy), ignoring case: a source writes "Acute
+    ischaemic stroke" where another writes "acute ischaemic stroke"."""
+    if not key:
+        return None
+    if key in table:
+        return table[key]
+    folded = key.casefold()
+    return next((v for k, v in table.items() if k.casefold() == folded), None)
+
+
 def target_render(series: Series, target: str) -> Render | None:
     """The render the normalize stage placed on ``target`` (montage counts as the whole brain)."""
     for r in series.renders:

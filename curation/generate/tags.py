@@ -86,7 +86,11 @@ def compute(task_type: TaskType, answers: frozenset[str], context_template: str,
         reasoning.append(ReasoningDim.multi_source)
     if task_type in CAUSAL_TASKS:
         reasoning.append(ReasoningDim.causal)
-    prevalence = knowledge.get("prevalence_per_100k", {}).get(facts.get("dx") or "")
+    table = knowledge.get("prevalence_per_100k", {})
+    dx = facts.get("dx") or ""
+    # as written first, then ignoring case (one source writes "Acute ischaemic stroke", another lower case)
+    prevalence = table.get(dx, next((v for k, v in table.items() if k.casefold() == dx.casefold()), None)) \
+        if dx else None
     if prevalence is not None and prevalence < float(knowledge.get("long_tail_below", 20)):
         reasoning.append(ReasoningDim.long_tail)
     return visual, reasoning

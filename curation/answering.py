@@ -106,9 +106,8 @@ def ask(client: LLMClient, prompt: Prompt, items: list[EvalItem], n: int, temper
     # dialogues: the clinician's turns are the user's; the model answers each in turn
     dialogues: list[dict[str, Any]] = []
     for it in (i for i in items if i.format == "multi_turn"):
-        asks = [t["text"] for t in it.turns if t["role"] != "model"]
-        if not asks:
-            asks = [it.question]
+        # the question first (asked with the images), then each clinician turn, each revealing something new
+        asks = [a for a in [it.question, *(t["text"] for t in it.turns if t["role"] != "model")] if a]
         sys_msg, first = prompt.messages(context=it.context, question=asks[0], options=[])
         first = {"role": "user", "content": [{"type": "text", "text": first["content"]}, *_image_parts(it.images)]}
         for s in range(n):

@@ -7,8 +7,10 @@ is absent."""
 from __future__ import annotations
 
 import csv
+import locale
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pydicom
@@ -65,11 +67,20 @@ def _write_volume(vol_path: Path, folder: Path, *, series: str, day: str, sex: s
     img16 = sitk.GetImageFromArray(arr)
     img16.CopyInformation(img)
     folder.mkdir(parents=True, exist_ok=True)
+    writer = sitk.ImageFileWriter()
+    writer.KeepOriginalImageUIDOn()
+    ctype = locale.setlocale(locale.LC_CTYPE)  # GDCM's DICOM writer sets the C locale process-wide; put it back
+    try:
+        _write_slices(img16, writer, folder, series=series, day=day, sex=sex, age=age, description=description)
+    finally:
+        locale.setlocale(locale.LC_CTYPE, ctype)
+
+
+def _write_slices(img16: Any, writer: Any, folder: Path, *, series: str, day: str, sex: str, age: str,
+                  description: str) -> None:
     direction = img16.GetDirection()
     iop = "\\".join(f"{v:.6f}" for v in (direction[0], direction[3], direction[6], direction[1], direction[4],
                                          direction[7]))
-    writer = sitk.ImageFileWriter()
-    writer.KeepOriginalImageUIDOn()
     for k in range(img16.GetDepth()):
         sl = img16[:, :, k]
         tags = {"0008|0016": "1.2.840.10008.5.1.4.1.1.4", "0008|0018": f"{UID}.{series}.{k + 1}",

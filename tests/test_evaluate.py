@@ -154,7 +154,9 @@ def script(rows: list[dict]) -> tuple[dict, dict]:
 
 
 def responder(rows: list[dict], answers: dict, judge_garbage: bool = False):
-    finals = {r["item_id"]: r for r in rows if r["format"] == "multi_turn"}
+    # each dialogue's last clinician turn (its final answer is scored): answered right for even seeds
+    finals = {[t["text"] for t in json.loads(r["turns"] or "[]") if t["role"] != "model"][-1]: r
+              for r in rows if r["format"] == "multi_turn"}
 
     def respond(body, n):
         text = user_text(body)
@@ -174,8 +176,8 @@ def responder(rows: list[dict], answers: dict, judge_garbage: bool = False):
             return Reply(answers[q][seed])
         # a dialogue: the last clinician turn decides; the final turn is answered right for even seeds
         last = body["messages"][-1]
-        if last["role"] == "user" and isinstance(last["content"], str) and "leading diagnosis" in last["content"]:
-            item = next(r for r in finals.values() if r["context"][:80] in text)
+        if last["role"] == "user" and isinstance(last["content"], str) and last["content"] in finals:
+            item = finals[last["content"]]
             return Reply(item["answer"] if seed % 2 == 0 else "WRONG-OPEN: migraine")
         return Reply("I see an abnormality in the image.")
 
@@ -236,7 +238,9 @@ def test_evaluate_end_to_end_against_hand_computed_values(release, tmp_path):
     assert m["breadth"] == pytest.approx(sum(sum(v) / len(v) for v in per_type.values()) / len(per_type), abs=1e-3)
     deep = [P[1][correct[r["item_id"]]] for r in rows if r["reasoning_dims"]]
     assert m["depth"] == pytest.approx(sum(deep) / len(deep), abs=1e-4)
-    assert m["by_difficulty"]["unrated"]["n_items"] == n_items
+    # every item has a difficulty (a model's pass rate or the computed rule); "unrated" only where none was given
+    assert set(m["by_difficulty"]) <= {"easy", "medium", "hard", "unrated"}
+    assert sum(d["n_items"] for d in m["by_difficulty"].values()) == n_items
     # error taxonomy: refusals are format errors, wrong letters are judged perceptual, wrong open answers hallucinated
     mcq_rows = [r for r in rows if r["format"] == "mcq"]
     refusals = sum(1 for j, r in enumerate(mcq_rows) for s in range(4) if s >= j % 5 and (s + j) % 2 == 0)

@@ -52,5 +52,5 @@ def test_sections(ex):
 def test_diagnosis_and_differential(ex):
     dx, dd = ex.diagnosis("The differential included metastasis, lymphoma and abscess. Final diagnosis: IDH-wildtype "
                           "glioblastoma.")
-    assert dx == "glioblastoma" and dd == ["cerebral metastasis", "primary CNS lymphoma"]
+    assert dx == "glioblastoma" and dd == ["cerebral metastasis", "primary CNS lymphoma", "cerebral abscess"]
     assert ex.diagnosis("Nothing to see here.") == (None, [])

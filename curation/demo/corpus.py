@@ -350,7 +350,7 @@ RADIOPAEDIA = [
         "slug": "multiple-sclerosis-demo-1", "title": "Multiple sclerosis", "diagnosis": "Multiple sclerosis",
         "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis probable", "age": "29 years",
         "gender": "Female", "author": "Demo Author A",
-        "presentation": "Ms. Clara Oswald, a 29-year-old teacher (MRN 8830215, phone 503-555-0199), presented on 14 March 2019 with blurred vision in the left eye and tingling in both legs for two weeks.",
+        "presentation": "Ms. Clara Oswald, a 29-year-old teacher (MRN 8830215, phone 503-555-0199), presented on 14 March 2019 with tingling in both legs for two weeks.",
         "findings": "Multiple ovoid T2/FLAIR hyperintense lesions in the left periventricular white matter, oriented perpendicular to the lateral ventricles (Dawson fingers). No haemorrhage.",
         "discussion": "Periventricular ovoid lesions in a young woman with optic neuritis favour multiple sclerosis over small vessel disease or ADEM.",
         "differential": ["Acute disseminated encephalomyelitis", "Small vessel ischaemic disease", "Neuromyelitis optica spectrum disorder"],
@@ -374,7 +374,7 @@ RADIOPAEDIA = [
         "slug": "acute-ischaemic-stroke-demo-3", "title": "Acute ischaemic stroke", "diagnosis": "Acute ischaemic stroke",
         "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "77 years",
         "gender": "Male", "author": "Demo Author C",
-        "presentation": "Mr. Harold Finch, 77 (MRN 5512093, 14 Elm Court, Salem), was found by his daughter Grace at 7 am on 3 May 2021 with sudden weakness of the left arm and face. He has atrial fibrillation.",
+        "presentation": "Mr. Harold Finch (MRN 5512093, 14 Elm Court, Salem), a 77-year-old retired engineer, was found by his daughter Grace at 7 am on 3 May 2021 with weakness of the left arm and face.",
         "findings": "Restricted diffusion on DWI in the right parietal lobe, in the right middle cerebral artery territory. No haemorrhage.",
         "discussion": "Cortical and subcortical restricted diffusion in one arterial territory in a patient with atrial fibrillation is a cardioembolic infarct.",
         "differential": ["Focal seizure", "Migraine with aura", "Intracerebral haemorrhage"],
@@ -384,8 +384,8 @@ RADIOPAEDIA = [
         "slug": "cerebral-metastases-demo-4", "title": "Cerebral metastases", "diagnosis": "Cerebral metastases",
         "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis probable", "age": "61 years",
         "gender": "Female", "author": "Demo Author D",
-        "presentation": "Mrs. Joan Watson (DOB 22/09/1960, phone 971-555-0142), a smoker treated for lung cancer last year, reported two weeks of morning headache and unsteadiness on 9 October 2021.",
-        "findings": "Multiple round masses at the grey-white junction of both cerebral hemispheres, the largest in the left parietal lobe, each with surrounding vasogenic oedema.",
+        "presentation": "Mrs. Joan Watson (DOB 22/09/1960, phone 971-555-0142), a retired nurse, reported two weeks of morning headache and unsteadiness on 9 October 2021.",
+        "findings": "Multiple round masses at the grey-white junction of both cerebral hemispheres, each with surrounding vasogenic oedema.",
         "discussion": "Several round lesions at the grey-white junction with oedema out of proportion to their size, in a patient with lung cancer, are metastases.",
         "differential": ["Cerebral abscess", "Glioblastoma", "Tuberculoma"],
         "sequence": "FLAIR", "lesion": Lesion.at_mm(-36, -52, 32, 7.5), "atrophy": 0.1,
@@ -396,7 +396,7 @@ RADIOPAEDIA = [
         "slug": "intracerebral-haemorrhage-demo-5", "title": "Intracerebral haemorrhage",
         "diagnosis": "Intracerebral haemorrhage", "system": "Central Nervous System",
         "diagnostic_certainty": "Diagnosis certain", "age": "69 years", "gender": "Male", "author": "Demo Author E",
-        "presentation": "Mr. Walter White (MRN 3308814, 308 Negra Arroyo Lane), 69, with long-standing poorly controlled hypertension, developed sudden right-sided weakness and slurred speech on 12 January 2022.",
+        "presentation": "Mr. Walter White (MRN 3308814, 308 Negra Arroyo Lane), a 69-year-old chemistry teacher, developed sudden right-sided weakness and slurred speech on 12 January 2022.",
         "findings": "Acute haematoma in the left basal ganglia, markedly hypointense on SWI, with a thin rim of oedema.",
         "discussion": "A deep haematoma in the putamen of a hypertensive patient is a hypertensive haemorrhage.",
         "differential": ["Haemorrhagic transformation of an infarct", "Cavernous malformation", "Haemorrhagic metastasis"],
@@ -407,7 +407,7 @@ RADIOPAEDIA = [
         "slug": "primary-cns-lymphoma-demo-6", "title": "Primary CNS lymphoma", "diagnosis": "Primary CNS lymphoma",
         "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "66 years",
         "gender": "Male", "author": "Demo Author F",
-        "presentation": "Mr. Daniel Jackson, 66 (phone 312-555-0187, MRN 7720451), a retired librarian, was brought by his son on 2 February 2022 with six weeks of confusion, apathy and numbness of the left arm.",
+        "presentation": "Mr. Daniel Jackson (phone 312-555-0187, MRN 7720451), a 66-year-old retired librarian, was brought by his son on 2 February 2022 with six weeks of confusion, apathy and numbness of the left arm.",
         "findings": "Homogeneous mass in the right periventricular white matter abutting the lateral ventricle, with mild surrounding vasogenic oedema and no necrosis.",
         "discussion": "A solid, homogeneous periventricular mass without necrosis in an older adult suggests lymphoma; stereotactic biopsy confirmed diffuse large B-cell lymphoma.",
         "differential": ["Glioblastoma", "Tumefactive demyelination", "Cerebral metastasis"],
@@ -418,8 +418,8 @@ RADIOPAEDIA = [
         "slug": "cerebral-abscess-demo-7", "title": "Cerebral abscess", "diagnosis": "Cerebral abscess",
         "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "47 years",
         "gender": "Female", "author": "Demo Author G",
-        "presentation": "Mrs. Donna Noble (DOB 18/07/1975, 10 Chiswick Road), a right-handed accountant, had ten days of fever, headache and word-finding difficulty after dental treatment when seen on 6 June 2022.",
-        "findings": "Round lesion in the left temporal lobe with restricted diffusion of its core on DWI and surrounding vasogenic oedema.",
+        "presentation": "Mrs. Donna Noble (DOB 18/07/1975, 10 Chiswick Road), a right-handed accountant, had ten days of headache and word-finding difficulty when seen on 6 June 2022.",
+        "findings": "Restricted diffusion on DWI in the core of a round lesion in the left temporal lobe, with surrounding vasogenic oedema.",
         "discussion": "Restricted diffusion in the core of a ring lesion distinguishes an abscess from a necrotic tumour; aspiration grew streptococci.",
         "differential": ["Glioblastoma", "Cerebral metastasis", "Tumefactive demyelination"],
         "sequence": "DWI", "lesion": Lesion.at_mm(-44, -18, 2, 10.0), "atrophy": 0.1,
@@ -430,7 +430,7 @@ RADIOPAEDIA = [
         "diagnosis": "Cavernous malformation", "system": "Central Nervous System",
         "diagnostic_certainty": "Diagnosis probable", "age": "38 years", "gender": "Female",
         "author": "Demo Author H",
-        "presentation": "Mrs. Martha Jones (MRN 6619037), 38, had a first focal seizure with flashing lights in the left half of her vision on 21 August 2022; her mother had similar lesions.",
+        "presentation": "Mrs. Martha Jones (MRN 6619037), a 38-year-old teacher, had a first focal seizure with flashing lights in the left half of her vision on 21 August 2022.",
         "findings": "Small focus of marked susceptibility (blooming) on SWI in the right occipital lobe, with no oedema.",
         "discussion": "A small blooming focus without oedema, in a patient with a family history, is a cavernous malformation.",
         "differential": ["Haemorrhagic metastasis", "Cerebral amyloid angiopathy", "Capillary telangiectasia"],
@@ -493,8 +493,9 @@ JATS = """<?xml version="1.0" encoding="UTF-8"?>
 
 
 def write_case_reports(root: Path) -> None:
-    vol = head("DWI", atrophy=0.2, lesion=Lesion((0.3, 0.45, 0.55), 6.4), seed=6001)
-    z = int(round(0.55 * (SHAPE[2] - 1)))
+    operculum = Lesion.at_mm(-50, 14, 12, 8.0)  # the left frontal operculum (pars opercularis), the report says
+    vol = head("DWI", atrophy=0.2, lesion=operculum, seed=6001)
+    z = int(round(operculum.center[2] * (SHAPE[2] - 1)))
     buf = io.BytesIO()
     Image.fromarray(axial_png_array(vol, z)).convert("RGB").save(buf, format="JPEG", quality=92)
     write_bytes(root / "dncr-8-e1-g001.jpg", buf.getvalue())
@@ -505,7 +506,6 @@ def write_case_reports(root: Path) -> None:
         case_title="Case Report",
         case_text=("A 71-year-old right-handed man, Mr. Walter Bishop of 17 Harvard Lane, Boston (MRN 22-781-443), "
                    "was seen on January 5, 2021 with sudden word-finding difficulty that began 3 hours before arrival. "
-                   "He had a history of atrial fibrillation and hypertension and had stopped apixaban a week earlier. "
                    "Examination showed expressive aphasia without limb weakness. "
                    "MRI showed restricted diffusion on DWI in the left frontal operculum in the left middle cerebral artery territory, "
                    "with no haemorrhage on SWI. He was treated with thrombectomy and his speech improved at 3-month follow-up. "

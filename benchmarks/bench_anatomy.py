@@ -87,7 +87,7 @@ def run(work: Path, root: Path) -> list[Figure]:
                "bare antspyx, same two registrations and settings", med["bare"], ratio,
                f"<= {TARGET_RATIO} and < {TARGET_S:g} s", ratio <= TARGET_RATIO and med["ours"] < TARGET_S,
                {"runs_s": [round(t, 2) for t in runs["ours"]], "anchor_runs_s": [round(t, 2) for t in runs["bare"]]}),
-        Figure("anatomy", f"normalize of that volume (fit, defacing, renders, targets, QC), one ITK thread",
+        Figure("anatomy", "normalize of that volume (fit, defacing, renders, targets, QC), one ITK thread",
                med["normalize"], "s", "the anatomy fit alone", med["ours"], med["normalize"] / med["ours"],
                f"< {TARGET_S:g} s per volume", med["normalize"] < TARGET_S,
                {"runs_s": [round(t, 2) for t in runs["normalize"]]}),

@@ -436,6 +436,16 @@ RADIOPAEDIA = [
         "differential": ["Haemorrhagic metastasis", "Cerebral amyloid angiopathy", "Capillary telangiectasia"],
         "sequence": "SWI", "lesion": Lesion.at_mm(22, -82, 12, 3.5), "atrophy": 0.0,
     },
+    {
+        "slug": "low-grade-glioma-demo-9", "title": "Low-grade glioma", "diagnosis": "Low-grade glioma",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "34 years",
+        "gender": "Male", "author": "Demo Author I",
+        "presentation": "Mr. Rupert Giles (MRN 4471920, 7 Sunnydale Road), a 34-year-old librarian, had a first generalised seizure at work on 11 November 2022.",
+        "findings": "Homogeneous FLAIR hyperintense mass in the right temporal lobe, without oedema, necrosis or mass effect.",
+        "discussion": "A homogeneous, non-enhancing, FLAIR-bright mass without oedema in a young adult with seizures is a diffuse low-grade glioma; biopsy showed an IDH-mutant astrocytoma.",
+        "differential": ["Glioblastoma", "Cerebral abscess", "Tumefactive demyelination"],
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(42, -12, -6, 11.0), "atrophy": 0.0,
+    },
 ]
 
 

@@ -223,14 +223,12 @@ def _pathology(vol: np.ndarray, sequence: str, lesion: Lesion, p: Pathology, t: 
     brain = t.brain
     if p.mass_effect_mm > 0:
         vol = _push(vol.astype(np.float32), lesion, p.mass_effect_mm)
-    lesions = (lesion, *p.more)
-    if p.oedema_mm > 0:
-        for les in lesions:
-            d = _lesion_distance(les)
+    lesions = [(les, _lesion_distance(les)) for les in (lesion, *p.more)]
+    if p.oedema_mm > 0:  # every rim first, so a neighbour's rim never paints over a lesion
+        for les, d in lesions:
             rim = (d > 1.0) & (d <= 1.0 + p.oedema_mm / les.radius_mm) & (t.wm > 0.4) & (brain > 0.5)
             vol[rim] = pc["oedema"]
-    for les in lesions:
-        d = _lesion_distance(les)
+    for _, d in lesions:
         vol[(d <= 1.0) & (brain > 0.5)] = c["lesion"]
         if p.necrotic:
             vol[(d <= 0.5) & (brain > 0.5)] = pc["necrosis"]

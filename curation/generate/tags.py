@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from curation.generate.facts import keyed
 from curation.schema import Evidence, ItemFormat, ReasoningDim, TaskType, VisualDim
 
 SMALL_OBJECT_BELOW = 0.01
@@ -86,11 +87,7 @@ def compute(task_type: TaskType, answers: frozenset[str], context_template: str,
         reasoning.append(ReasoningDim.multi_source)
     if task_type in CAUSAL_TASKS:
         reasoning.append(ReasoningDim.causal)
-    table = knowledge.get("prevalence_per_100k", {})
-    dx = facts.get("dx") or ""
-    # as written first, then ignoring case (one source writes "Acute ischaemic stroke", another lower case)
-    prevalence = table.get(dx, next((v for k, v in table.items() if k.casefold() == dx.casefold()), None)) \
-        if dx else None
+    prevalence = keyed(knowledge.get("prevalence_per_100k", {}), facts.get("dx"))
     if prevalence is not None and prevalence < float(knowledge.get("long_tail_below", 20)):
         reasoning.append(ReasoningDim.long_tail)
     return visual, reasoning

@@ -36,7 +36,8 @@ def test_every_volume_item_shows_its_target(pipeline: Path, monkeypatch: pytest.
             if ev.plane == "montage":
                 checked += 1
                 continue
-            gt = phantom.ground_truth(atrophy=spec["atrophy"], lesion=spec["lesion"], pose=spec["pose"])
+            gt = phantom.ground_truth(atrophy=spec["atrophy"], lesion=spec["lesion"], pose=spec["pose"],
+                                   subject=spec["subject_anatomy"])
             pts = _world(gt[ev.target], _source_affine(spec))
             if render.role == "paired":  # the follow-up's truth in the baseline's world, where it was rendered
                 step = next(st for st in s.provenance if st.name == "register_to_baseline")

@@ -7,8 +7,10 @@ something real to remove (names, dates, MRNs, addresses in headers, sidecars and
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
+import zlib
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -28,6 +30,7 @@ from curation.demo.phantom import (
     Lesion,
     Pathology,
     Pose,
+    Subject,
     axial_png_array,
     ground_truth,
     head,
@@ -58,6 +61,19 @@ def _affine() -> np.ndarray:
 def visit_pose(seed: int, visit: int) -> Pose:
     """How the head lies at a visit: as the template at baseline, turned and shifted (seeded) at later visits."""
     return IDENTITY if visit == 0 else Pose.seeded(seed + visit)
+
+
+@functools.lru_cache(maxsize=16)
+def head_size(subject: Subject) -> float:
+    """A participant's brain volume over the template's (no atrophy): how a head-size correction scales volumes."""
+    own: dict[str, float] = ground_truth(subject=subject)["volumes_mm3"]  # type: ignore[assignment]
+    ref: dict[str, float] = ground_truth()["volumes_mm3"]  # type: ignore[assignment]
+    return own["brain"] / ref["brain"]
+
+
+def participant_anatomy(subject_id: str) -> Subject:
+    """A participant's own brain (shape and size, seeded by the participant's id: the same at every visit)."""
+    return Subject.seeded(zlib.crc32(subject_id.encode()))
 
 
 # ----------------------------------------------------------------------------- DICOM
@@ -231,7 +247,10 @@ def write_adni(root: Path) -> None:
             dx, mmse, cdrsb = visits[v]
             exam = base + timedelta(days=round(months * 30.44))
             age_bl = round((base - birth).days / 365.25, 1)
-            truth: dict[str, float] = ground_truth(atrophy=ATROPHY[dx])["volumes_mm3"]  # type: ignore[assignment]
+            anat = participant_anatomy(ptid)
+            size = head_size(anat)
+            truth: dict[str, float] = ground_truth(  # type: ignore[assignment]
+                atrophy=ATROPHY[dx], subject=anat)["volumes_mm3"]
             rows.append({
                 "RID": rid, "PTID": ptid, "VISCODE": viscode, "VISCODE2": "bl" if v == 0 else "m12",
                 "EXAMDATE": exam.isoformat(), "DX_bl": dx_bl, "DX": dx, "AGE": age_bl,
@@ -240,14 +259,16 @@ def write_adni(root: Path) -> None:
                 "MMSE": mmse, "CDRSB": cdrsb, "ADAS11": round(5 + (30 - mmse) * 1.4, 2),
                 "ADAS13": round(8 + (30 - mmse) * 1.9, 2), "MOCA": mmse - 3, "FAQ": int(cdrsb * 2),
                 # measured on the phantom drawn for this visit (hippocampal bodies, lateral ventricle bodies, brain),
-                # scaled to the magnitudes of ADNI's FreeSurfer volumes of the whole structures
-                **{col: int(round(truth[key] * scale)) for col, key, scale in ADNI_VOLUMES},
-                "ICV": 1550000, "Month": months,
+                # scaled to the magnitudes of ADNI's FreeSurfer volumes of the whole structures and corrected for
+                # head size (the ratio method: to a reference ICV), so a grade reads atrophy, not a small head; the
+                # participant's size is in ICV
+                **{col: int(round(truth[key] * scale / size)) for col, key, scale in ADNI_VOLUMES},
+                "ICV": int(round(1550000 * size, -3)), "Month": months,
             })
             atrophy = ATROPHY[dx]
             pose = visit_pose(7000 + 10 * n, v)
-            t1 = head("T1w", atrophy=atrophy, lesion=lesion, seed=1000 + 10 * n + v, pose=pose)
-            flair = head("FLAIR", atrophy=atrophy, lesion=lesion, seed=2000 + 10 * n + v, pose=pose)
+            t1 = head("T1w", atrophy=atrophy, lesion=lesion, seed=1000 + 10 * n + v, pose=pose, subject=anat)
+            flair = head("FLAIR", atrophy=atrophy, lesion=lesion, seed=2000 + 10 * n + v, pose=pose, subject=anat)
             stamp = f"{exam.isoformat()}_10_15_30.0"
             for s, (desc, seq, vol) in enumerate([("MPRAGE", "T1w", t1), ("Axial_T2-FLAIR", "FLAIR", flair)]):
                 image_id = f"I{100000 + 1000 * n + 10 * v + s}"
@@ -289,7 +310,8 @@ def write_oasis1(root: Path) -> None:
     for n, (sid, sex, hand, age, educ, ses, mmse, cdr, etiv, nwbv, asf, lesion) in enumerate(OASIS1):
         atrophy = oasis1_atrophy(nwbv)
         pose = visit_pose(8000 + 10 * n, 1 if sid.endswith("MR2") else 0)
-        vol = head("T1w", atrophy=atrophy, lesion=lesion, seed=3000 + n, pose=pose).astype(np.int16)
+        vol = head("T1w", atrophy=atrophy, lesion=lesion, seed=3000 + n, pose=pose,
+                   subject=participant_anatomy(sid.rsplit("_", 1)[0])).astype(np.int16)
         img = nib.AnalyzeImage(vol, _affine())
         img.header["descrip"] = f"{sid} Mary Major DOB 1931-02-03".encode()[:79]
         img.header["db_name"] = b"SPFLD-MRN 5512"
@@ -323,7 +345,7 @@ def write_oasis3(root: Path) -> None:
             session = f"{sid}_MR_d{day:04d}"
             for a, seq in enumerate(["T1w", "FLAIR"]):
                 vol = head(seq, atrophy=atrophy, lesion=lesion, seed=4000 + 100 * n + 10 * v + a,
-                           pose=visit_pose(9000 + 10 * n, v)).astype(np.int16)
+                           pose=visit_pose(9000 + 10 * n, v), subject=participant_anatomy(sid)).astype(np.int16)
                 anat = root / session / f"anat{a + 1}"
                 anat.mkdir(parents=True, exist_ok=True)
                 stem = f"sub-{sid}_ses-d{day:04d}_{seq}"
@@ -557,24 +579,26 @@ def write_demo_corpus(root: str | Path, sources: list[str] | None = None) -> dic
 
 def series_truth() -> list[dict[str, object]]:
     """What each demo volume was drawn from: source, subject (the ingest's source id), visit number (0 =
-    baseline), sequence, atrophy, lesion and pose, so that a test can recompute its ground truth
-    (``phantom.ground_truth``)."""
+    baseline), sequence, atrophy, lesion, pose and the participant's anatomy (``subject_anatomy``), so that a test
+    can recompute its ground truth (``phantom.ground_truth``)."""
     out: list[dict[str, object]] = []
     for n, (ptid, _rid, _sex, _birth, _dx_bl, visits, lesion) in enumerate(ADNI_SUBJECTS):
         for v, (dx, _mmse, _cdrsb) in enumerate(visits):
             for seq in ("T1w", "FLAIR"):
                 out.append({"source": "adni", "subject": ptid, "visit": v, "sequence": seq,
-                            "atrophy": ATROPHY[dx], "lesion": lesion, "pose": visit_pose(7000 + 10 * n, v)})
+                            "atrophy": ATROPHY[dx], "lesion": lesion, "pose": visit_pose(7000 + 10 * n, v),
+                            "subject_anatomy": participant_anatomy(ptid)})
     for n, row in enumerate(OASIS1):
         sid, nwbv, lesion = row[0], row[9], row[11]
         rescan = sid.endswith("MR2")
         out.append({"source": "oasis1", "subject": sid.rsplit("_", 1)[0], "visit": 1 if rescan else 0,
                     "sequence": "T1w", "atrophy": oasis1_atrophy(float(nwbv)), "lesion": lesion,
-                    "pose": visit_pose(8000 + 10 * n, 1 if rescan else 0)})
+                    "pose": visit_pose(8000 + 10 * n, 1 if rescan else 0),
+                    "subject_anatomy": participant_anatomy(sid.rsplit("_", 1)[0])})
     for n, (sid, _g, _age, _educ, _apoe, visits3, lesion) in enumerate(OASIS3):
         for v, (_day, _mmse, cdr, _cdrsum, _dx) in enumerate(visits3):
             for seq in ("T1w", "FLAIR"):
                 out.append({"source": "oasis3", "subject": sid, "visit": v, "sequence": seq,
                             "atrophy": {0.0: 0.0, 0.5: 0.35, 1.0: 0.75}[cdr], "lesion": lesion,
-                            "pose": visit_pose(9000 + 10 * n, v)})
+                            "pose": visit_pose(9000 + 10 * n, v), "subject_anatomy": participant_anatomy(sid)})
     return out

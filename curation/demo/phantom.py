@@ -5,14 +5,18 @@ coordinates of an unmoved head are MNI coordinates). Tissue intensities per sequ
 white matter probabilities (partial volumes kept); atrophy enlarges the lateral ventricles and shrinks the
 hippocampi and the cortex (distance-based morphology on the tissue maps); a lesion is a sphere or an ovoid, and a
 case report's figure may add more lesions, oedema, a necrotic core and mass effect (``Pathology``); a head ``Pose``
-turns and shifts the head as a patient lies differently at each visit. Everything is a pure function of its
-arguments, so ``ground_truth`` recomputes the voxels of each target for a test.
+turns and shifts the head as a patient lies differently at each visit. A ``Subject`` gives each participant a brain
+of their own: the shape of another population's brain (``anatomy_warp.npz``: the MNI152 template registered to
+pydeface's mean head of real people, made by ``scripts/make_demo_anatomy.py``) to a seeded degree, and a seeded
+size, so the anatomy fit meets brains that are not its template. Everything is a pure function of its arguments, so
+``ground_truth`` recomputes the voxels of each target for a test.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -90,6 +94,57 @@ class Pose:
 
 
 IDENTITY = Pose()
+WARP = Path(__file__).with_name("anatomy_warp.npz")
+
+
+@functools.lru_cache(maxsize=1)
+def _warp() -> tuple[np.ndarray, np.ndarray, float]:
+    """The stored displacement (3, X, Y, Z; mm from a demo-grid point to where the template's anatomy lies), its
+    origin and step (mm)."""
+    with np.load(WARP) as f:
+        return f["displacement_mm"].astype(np.float32), f["origin_mm"].astype(np.float64), float(f["step_mm"])
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A participant's own brain: ``shape`` of the stored population difference (0: the template itself) and a
+    size per axis (``scale``, about PIVOT_MM)."""
+
+    shape: float = 0.0
+    scale: tuple[float, float, float] = (1.0, 1.0, 1.0)
+
+    @staticmethod
+    def seeded(seed: int) -> Subject:
+        rng = np.random.default_rng(seed)
+        shape = rng.uniform(0.5, 1.1)
+        scale = 1.0 + rng.uniform(-0.05, 0.05, 3)
+        return Subject(round(float(shape), 3), tuple(round(float(v), 3) for v in scale))  # type: ignore[arg-type]
+
+    def template_point(self, points_mm: np.ndarray) -> np.ndarray:
+        """This subject's (unmoved) RAS points, (3, ...) -> where the template holds their anatomy, (3, ...)."""
+        from scipy import ndimage
+
+        pts = np.asarray(points_mm, np.float64)
+        pivot = PIVOT_MM.reshape((3,) + (1,) * (pts.ndim - 1))
+        scale = np.asarray(self.scale).reshape(pivot.shape)
+        y = pivot + (pts - pivot) / scale
+        if self.shape == 0.0:
+            return y
+        disp, origin, step = _warp()
+        idx = [(y[k] - origin[k]) / step for k in range(3)]
+        return np.stack([y[k] + self.shape * ndimage.map_coordinates(disp[k], idx, order=1, mode="nearest")
+                         for k in range(3)])
+
+    def from_template(self, points_mm: np.ndarray) -> np.ndarray:
+        """Template RAS points (N, 3) -> this subject's unmoved points (the inverse, by fixed-point iteration)."""
+        p = np.atleast_2d(np.asarray(points_mm, np.float64)).T
+        y = p.copy()
+        for _ in range(30):
+            y = y + (p - self.template_point(y))
+        return y.T
+
+
+TEMPLATE = Subject()
 
 
 @dataclass(frozen=True)
@@ -127,16 +182,29 @@ def _tissue(atrophy: float) -> Tissue:
     return Tissue(gm, wm, brain, hip, vent)
 
 
-def _pose_array(arr: np.ndarray, pose: Pose, order: int = 1) -> np.ndarray:
-    """``arr`` on the unmoved grid, resampled onto the same grid after the head moved by ``pose``."""
-    if pose == IDENTITY:
+@functools.lru_cache(maxsize=2)
+def _source_voxels(pose: Pose, subject: Subject) -> np.ndarray:
+    """For each voxel of a placed head: the template-grid voxel it shows (3, X, Y, Z)."""
+    world = np.stack(np.broadcast_arrays(*anatomy.template_maps(GRID_MM).world())).astype(np.float64)
+    inv = np.linalg.inv(pose.matrix())
+    unmoved = np.einsum("ij,j...->i...", inv[:3, :3], world) + inv[:3, 3].reshape(3, 1, 1, 1)
+    src = subject.template_point(unmoved)
+    ainv = np.linalg.inv(AFFINE)
+    return (np.einsum("ij,j...->i...", ainv[:3, :3], src) + ainv[:3, 3].reshape(3, 1, 1, 1)).astype(np.float32)
+
+
+def _pose_array(arr: np.ndarray, pose: Pose, order: int = 1, subject: Subject = TEMPLATE) -> np.ndarray:
+    """``arr`` on the template's unmoved grid, drawn as ``subject``'s brain after the head moved by ``pose``."""
+    if pose == IDENTITY and subject == TEMPLATE:
         return arr
     from scipy import ndimage
 
-    # output voxel -> world -> unmoved world -> input voxel
-    m = np.linalg.inv(AFFINE) @ np.linalg.inv(pose.matrix()) @ AFFINE
-    return ndimage.affine_transform(arr.astype(np.float32), m[:3, :3], offset=m[:3, 3], output_shape=SHAPE,
-                                    order=order, mode="constant", cval=0.0)
+    if subject == TEMPLATE:  # output voxel -> world -> unmoved world -> input voxel
+        m = np.linalg.inv(AFFINE) @ np.linalg.inv(pose.matrix()) @ AFFINE
+        return ndimage.affine_transform(arr.astype(np.float32), m[:3, :3], offset=m[:3, 3], output_shape=SHAPE,
+                                        order=order, mode="constant", cval=0.0)
+    return ndimage.map_coordinates(arr.astype(np.float32), _source_voxels(pose, subject), order=order,
+                                   mode="constant", cval=0.0)
 
 
 def _lesion_distance(lesion: Lesion) -> np.ndarray:
@@ -190,9 +258,10 @@ def _push(vol: np.ndarray, lesion: Lesion, mm: float) -> np.ndarray:
 
 
 def head(sequence: str, *, atrophy: float = 0.0, lesion: Lesion | None = None, seed: int = 0,
-         pose: Pose = IDENTITY, pathology: Pathology | None = None) -> np.ndarray:
+         pose: Pose = IDENTITY, pathology: Pathology | None = None, subject: Subject = TEMPLATE) -> np.ndarray:
     """A head volume for ``sequence`` (uint16, [x, y, z] on ``SHAPE``); ``atrophy`` in [0, 1]; ``pathology``
-    (with a ``lesion``): what else a figure shows (more lesions, oedema, necrosis, mass effect)."""
+    (with a ``lesion``): what else a figure shows (more lesions, oedema, necrosis, mass effect); ``subject``: whose
+    brain (the template's own by default)."""
     c = CONTRAST[sequence]
     maps = anatomy.template_maps(GRID_MM)
     t = _tissue(round(float(atrophy), 3))
@@ -209,7 +278,7 @@ def head(sequence: str, *, atrophy: float = 0.0, lesion: Lesion | None = None, s
         vol = _pathology(vol, sequence, lesion, pathology, t)
     elif lesion is not None:
         vol[_lesion_mask(lesion, t.brain)] = c["lesion"]
-    vol = _pose_array(vol.astype(np.float32), pose)
+    vol = _pose_array(vol.astype(np.float32), pose, subject=subject)
     rng = np.random.default_rng(seed)
     x = np.linspace(0, np.pi, SHAPE[0], dtype=np.float32)[:, None, None]
     z = np.linspace(0, np.pi, SHAPE[2], dtype=np.float32)[None, None, :]
@@ -235,26 +304,31 @@ def _pathology(vol: np.ndarray, sequence: str, lesion: Lesion, p: Pathology, t: 
     return vol
 
 
-def ground_truth(*, atrophy: float = 0.0, lesion: Lesion | None = None, pose: Pose = IDENTITY) -> dict[str, object]:
+def ground_truth(*, atrophy: float = 0.0, lesion: Lesion | None = None, pose: Pose = IDENTITY,
+                 subject: Subject = TEMPLATE) -> dict[str, object]:
     """The voxels of each target on ``SHAPE`` (bool), the lesion's centre (world mm) and the volumes (mm3) of the
-    head ``head(..., atrophy=, lesion=, pose=)`` draws."""
+    head ``head(..., atrophy=, lesion=, pose=, subject=)`` draws."""
     t = _tissue(round(float(atrophy), 3))
     masks = {"hippocampus": t.hippocampus, "lateral_ventricles": t.lateral_ventricles,
              "brain": (t.gm + t.wm) >= 0.5}
     if lesion is not None:
         masks["lesion"] = _lesion_mask(lesion, t.brain)
     voxel = GRID_MM**3
-    out: dict[str, object] = {k: _pose_array(m.astype(np.float32), pose) >= 0.5 for k, m in masks.items()}
-    out["volumes_mm3"] = {k: round(float(m.sum()) * voxel, 1) for k, m in masks.items()}
+    placed = {k: _pose_array(m.astype(np.float32), pose, subject=subject) >= 0.5 for k, m in masks.items()}
+    out: dict[str, object] = dict(placed)
+    # volumes of the subject's own brain (its size and shape); a pose does not change them
+    sized = masks if subject == TEMPLATE else placed if pose == IDENTITY else {
+        k: _pose_array(m.astype(np.float32), IDENTITY, subject=subject) >= 0.5 for k, m in masks.items()}
+    out["volumes_mm3"] = {k: round(float(m.sum()) * voxel, 1) for k, m in sized.items()}
     if lesion is not None:
-        out["lesion_centre_mm"] = pose.apply(lesion.center_mm())[0]
+        out["lesion_centre_mm"] = pose.apply(subject.from_template(lesion.center_mm()))[0]
         out["lesion_radius_mm"] = lesion.radius_mm
     return out
 
 
-def brain_mask(atrophy: float = 0.0, pose: Pose = IDENTITY) -> np.ndarray:
+def brain_mask(atrophy: float = 0.0, pose: Pose = IDENTITY, subject: Subject = TEMPLATE) -> np.ndarray:
     """The voxels of ``head`` that hold brain (the template's brain, ventricles included), as bool [x, y, z]."""
-    return _pose_array(_tissue(round(float(atrophy), 3)).brain, pose) >= 0.5
+    return _pose_array(_tissue(round(float(atrophy), 3)).brain, pose, subject=subject) >= 0.5
 
 
 def face_parts() -> dict[str, np.ndarray]:

@@ -278,3 +278,23 @@ def test_fluid_edge_is_not_a_lesion_on_t1_t2(sequence: str) -> None:
         if t["target"] == "lesion":
             off = np.linalg.norm(np.asarray(t["centre_mm"]) - truth["lesion_centre_mm"])
             assert off < PERIVENTRICULAR.radius_mm, (t, truth["lesion_centre_mm"])
+
+
+def test_t1_t2_lesion_finder_drops_fluid_edges() -> None:
+    """Of two dark clusters in white matter, the larger runs on into fluid (a ventricle the fit placed off): the
+    finder claims the smaller, isolated one; without the fluid the larger would win."""
+    rng = np.random.default_rng(0)
+    shape = (40, 40, 40)
+    g = np.indices(shape)
+    wm, gm = np.ones(shape, np.float32), np.zeros(shape, np.float32)
+    wm[:, :, 32:] = 0.0  # fluid above z = 32, where the template has no tissue
+    data = 100 + rng.normal(0, 2, shape)
+    data[:, :, 32:] = 20
+    isolated = ((g[0] - 12) ** 2 + (g[1] - 12) ** 2 + (g[2] - 12) ** 2) < 16
+    edge = ((g[0] - 28) ** 2 + (g[1] - 28) ** 2 + (g[2] - 27) ** 2) < 49
+    data[isolated | edge] = 20
+    found = anatomy.find_lesion(data.astype(np.float32), gm, wm, "hypo", z=4, min_voxels=5, deep_white_only=True)
+    assert found is not None and np.allclose(found.centroid_vox, (12, 12, 12), atol=1)
+    data[:, :, 32:] = 100 + rng.normal(0, 2, (40, 40, 8))  # no fluid: the edge cluster is a lesion, and larger
+    found = anatomy.find_lesion(data.astype(np.float32), gm, wm, "hypo", z=4, min_voxels=5, deep_white_only=True)
+    assert found is not None and found.centroid_vox[0] > 20

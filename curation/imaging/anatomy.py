@@ -505,8 +505,13 @@ def template_on_series(fit: Fit, shape: tuple[int, ...], affine: np.ndarray, map
 
 
 # ----------------------------------------------------------------------------- lesions
-def _isolated(data: np.ndarray, score: np.ndarray, cand: np.ndarray, lab: np.ndarray, n: int, white: np.ndarray,
-              tissue: np.ndarray, polarity: str, z: float) -> np.ndarray:
+# T1 / T2: a cluster whose like-valued voxels run on outside the brain tissue the template expects (into a ventricle, a
+# sulcus, a temporal horn the fit placed a few mm off) is fluid, not a lesion, when more than this share lies outside
+MAX_SHARE_OUTSIDE_TISSUE = 0.25
+
+
+def _isolated(data: np.ndarray, cand: np.ndarray, lab: np.ndarray, n: int, white: np.ndarray, tissue: np.ndarray,
+              polarity: str, z: float) -> np.ndarray:
     """Per cluster of ``lab`` (1..n): True where the voxels as bright (dark) as it, grown from it over the whole
     volume, stay mostly inside the template's brain tissue; False where they run on into fluid."""
     from scipy import ndimage
@@ -516,13 +521,11 @@ def _isolated(data: np.ndarray, score: np.ndarray, cand: np.ndarray, lab: np.nda
     mad = 1.4826 * float(np.median(np.abs(vals - med))) or 1e-6
     every = (data - med) / mad
     like = (every > z) if polarity == "hyper" else (every < -z)
-    grown, _ = ndimage.label(like | cand)
-    out = np.ones(n, bool)
-    for k in range(1, n + 1):
-        ids = np.unique(grown[lab == k])
-        region = np.isin(grown, ids[ids > 0])
-        out[k - 1] = float((region & ~tissue).sum()) / max(int(region.sum()), 1) <= MAX_SHARE_OUTSIDE_TISSUE
-    return out
+    grown, m = ndimage.label(like | cand)  # a (connected) cluster lies inside one grown component
+    total = np.bincount(grown.ravel(), minlength=m + 1)
+    outside = np.bincount(grown[~tissue], minlength=m + 1)
+    first = ndimage.labeled_comprehension(grown, lab, np.arange(1, n + 1), lambda v: v[0], np.int64, 0)
+    return outside[first] / np.maximum(total[first], 1) <= MAX_SHARE_OUTSIDE_TISSUE
 
 
 @dataclass(frozen=True)
@@ -532,11 +535,6 @@ class LesionFound:
     centroid_vox: tuple[float, float, float]
     z_threshold: float
     polarity: str
-
-
-# T1 / T2: a cluster whose like-valued voxels run on outside the brain tissue the template expects (into a ventricle, a
-# sulcus, a temporal horn the fit placed a few mm off) is fluid, not a lesion, when more than this share lies outside
-MAX_SHARE_OUTSIDE_TISSUE = 0.25
 
 
 def find_lesion(data: np.ndarray, gm: np.ndarray, wm: np.ndarray, polarity: str, *, z: float, min_voxels: int,
@@ -572,7 +570,7 @@ def find_lesion(data: np.ndarray, gm: np.ndarray, wm: np.ndarray, polarity: str,
         return None
     sizes = np.bincount(lab.ravel())[1:]
     if deep_white_only:  # lesions that look like CSF: drop clusters that are the edge of fluid the fit misplaced
-        sizes[~_isolated(data, score, cand, lab, n, white & parenchyma, (gm + wm) >= 0.5, polarity, z)] = 0
+        sizes[~_isolated(data, cand, lab, n, white & parenchyma, (gm + wm) >= 0.5, polarity, z)] = 0
     best = int(np.argmax(sizes)) + 1
     if sizes[best - 1] < min_voxels:
         return None

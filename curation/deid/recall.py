@@ -117,6 +117,7 @@ class RecallPass:
         self.rare_zipf: float = cfg["rare_zipf"]
         self.place_zipf: float = cfg["place_zipf"]
         self.first_name_zipf: float = cfg["first_name_zipf"]
+        self.capital_first_name_zipf: float = cfg["capital_first_name_zipf"]
         self.abbreviated_titles = frozenset(w.lower() for w in cfg["words"]["abbreviated_titles"])
 
     # -- token predicates ----------------------------------------------------------------------------------------
@@ -235,6 +236,10 @@ class RecallPass:
             if t.low in self.lexicon.name_only_first and len(t.text) >= 3 and not self._stop(t) \
                     and self._zipf(t) < self.first_name_zipf:
                 names.add(i)  # a first name that is no English word, in any case: "SUSAN", "janet", "Anne"
+            elif mixed and t.upper and len(t.text) >= 3 and t.low in self.lexicon.first_names \
+                    and not self._stop(t) and self._zipf(t) < self.capital_first_name_zipf \
+                    and not any(o is not None and o.upper for o in (prev, nxt)):
+                names.add(i)  # a first name in capitals alone among lower-case words: "LUCY at bedside"
             if prev is not None and prev.low in self.abbreviated_titles and t.alpha and (
                     t.title or t.upper or t.letter or not (
                         t.low in self.lexicon.stop_words or t.low in self.never_names or t.eponym)):

@@ -63,12 +63,22 @@ def visit_pose(seed: int, visit: int) -> Pose:
     return IDENTITY if visit == 0 else Pose.seeded(seed + visit)
 
 
+# the demo's typical participant: the middle of Subject.seeded's shape range, at the template's size
+TYPICAL = Subject(shape=0.8)
+
+
+@functools.lru_cache(maxsize=1)
+def typical_volumes() -> dict[str, float]:
+    """Target volumes (mm3) of the typical participant's brain without atrophy: what a normal demo head reads."""
+    return ground_truth(subject=TYPICAL)["volumes_mm3"]  # type: ignore[return-value]
+
+
 @functools.lru_cache(maxsize=16)
 def head_size(subject: Subject) -> float:
-    """A participant's brain volume over the template's (no atrophy): how a head-size correction scales volumes."""
+    """A participant's brain volume over the typical participant's (no atrophy): how a head-size correction scales
+    volumes."""
     own: dict[str, float] = ground_truth(subject=subject)["volumes_mm3"]  # type: ignore[assignment]
-    ref: dict[str, float] = ground_truth()["volumes_mm3"]  # type: ignore[assignment]
-    return own["brain"] / ref["brain"]
+    return own["brain"] / typical_volumes()["brain"]
 
 
 def participant_anatomy(subject_id: str) -> Subject:
@@ -199,9 +209,9 @@ ADNI_SUBJECTS = [
 ]
 ADNI_NAMES = ["FLANDERS^NED", "BOUVIER^SELMA", "VAN HOUTEN^LUANN"]
 ATROPHY = {"CN": 0.0, "MCI": 0.35, "Dementia": 0.9}
-# ADNIMERGE column, phantom target, factor (a normal demo head reads 7400 / 22000 / 1050000 mm3, ADNI's magnitudes)
-ADNI_VOLUMES = [("Hippocampus", "hippocampus", 7400 / 2929.5), ("Ventricles", "lateral_ventricles", 22000 / 4468.5),
-                ("WholeBrain", "brain", 1050000 / 1732738.5)]
+# ADNIMERGE column, phantom target, what the typical participant's normal head reads (ADNI's magnitudes, mm3)
+ADNI_VOLUMES = [("Hippocampus", "hippocampus", 7400), ("Ventricles", "lateral_ventricles", 22000),
+                ("WholeBrain", "brain", 1050000)]
 
 
 def ida_xml(*, ptid: str, group: str, sex: str, age: float, visit: str, acquired: str, image_uid: str,
@@ -262,7 +272,8 @@ def write_adni(root: Path) -> None:
                 # scaled to the magnitudes of ADNI's FreeSurfer volumes of the whole structures and corrected for
                 # head size (the ratio method: to a reference ICV), so a grade reads atrophy, not a small head; the
                 # participant's size is in ICV
-                **{col: int(round(truth[key] * scale / size)) for col, key, scale in ADNI_VOLUMES},
+                **{col: int(round(truth[key] * normal / typical_volumes()[key] / size))
+                   for col, key, normal in ADNI_VOLUMES},
                 "ICV": int(round(1550000 * size, -3)), "Month": months,
             })
             atrophy = ATROPHY[dx]

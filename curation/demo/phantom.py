@@ -113,6 +113,9 @@ class Subject:
     shape: float = 0.0
     scale: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
+    def __post_init__(self) -> None:  # a list or array scale would make the subject unhashable and its == ambiguous
+        object.__setattr__(self, "scale", tuple(float(v) for v in self.scale))
+
     @staticmethod
     def seeded(seed: int) -> Subject:
         rng = np.random.default_rng(seed)

@@ -320,8 +320,12 @@ def ground_truth(*, atrophy: float = 0.0, lesion: Lesion | None = None, pose: Po
     placed = {k: _pose_array(m.astype(np.float32), pose, subject=subject) >= 0.5 for k, m in masks.items()}
     out: dict[str, object] = dict(placed)
     # volumes of the subject's own brain (its size and shape); a pose does not change them
-    sized = masks if subject == TEMPLATE else placed if pose == IDENTITY else {
-        k: _pose_array(m.astype(np.float32), IDENTITY, subject=subject) >= 0.5 for k, m in masks.items()}
+    if subject == TEMPLATE:
+        sized = masks
+    elif pose == IDENTITY:
+        sized = placed
+    else:
+        sized = {k: _pose_array(m.astype(np.float32), IDENTITY, subject=subject) >= 0.5 for k, m in masks.items()}
     out["volumes_mm3"] = {k: round(float(m.sum()) * voxel, 1) for k, m in sized.items()}
     if lesion is not None:
         out["lesion_centre_mm"] = pose.apply(subject.from_template(lesion.center_mm()))[0]

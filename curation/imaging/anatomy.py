@@ -444,7 +444,16 @@ def _fit(data: np.ndarray, affine: np.ndarray, sequence: str | None, work: Any) 
     grow = max(0, int(round(p.brain_margin_mm / p.grid_mm)))
     if grow:
         placed = ndimage.binary_dilation(placed, iterations=grow)
-    cut = series.new_image_like(arr * placed)
+    # the series cut to the placed brain and cropped to its box: the affine and SyN stages register only the
+    # voxels they can use (a long neck or shoulders in the field of view cost nothing), and the deformation field
+    # covers that box (outside it, which holds no target, the fit is its linear part)
+    if not placed.any():
+        raise AnatomyError("the rigidly placed template brain lies wholly outside the volume")
+    nz = np.nonzero(placed)
+    lo, hi = [int(a.min()) for a in nz], [int(a.max()) + 1 for a in nz]
+    box = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
+    placed, arr = placed[box], arr[box]
+    cut = ants.crop_indices(series, lo, hi).new_image_like(arr * placed)
     final = ants.registration(fixed=cut, moving=moving, initial_transform=rigid["fwdtransforms"],
                               outprefix=f"{work.name}/final_", **p.deformable.kwargs())
     fwd, inv = list(final["fwdtransforms"]), list(final["invtransforms"])

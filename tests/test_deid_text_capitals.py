@@ -18,3 +18,17 @@ def test_a_first_name_in_capitals_among_lower_case_words_is_removed() -> None:
         assert not leaked(phi, out), (phi, out)
     for kept in ("Pt comfortable overnight", "at bedside", "MARK", "AMBER", "IRIS", "NPO", "FRANK blood"):
         assert kept in out, (kept, out)
+
+
+VISITORS = ("pt slept well. bob at bedside this am, aware of plan. sitter at bedside overnight.\n"
+            "PT RESTING. LUCY IN TO VISIT, UPDATED. AIDE AT BEDSIDE FOR CARE. MARK ON L HIP CHANGED.")
+
+
+def test_a_first_name_before_a_visitors_phrase_is_removed_in_any_case() -> None:
+    """No capitals to tell a name from a word (a note all in lower case, or all in capitals): a first name that
+    comes before what a visitor does ("at bedside", "in to visit") is the name; the staff who do the same stay."""
+    out, _ = TextDeidentifier(TextDeidParams(), b"test-secret").deidentify(VISITORS)
+    for phi in ("bob", "LUCY"):
+        assert not leaked(phi, out), (phi, out)
+    for kept in ("sitter at bedside", "AIDE AT BEDSIDE", "MARK ON L HIP"):
+        assert kept in out, (kept, out)

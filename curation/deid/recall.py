@@ -92,6 +92,7 @@ class RecallPass:
         self.titles = s["titles"]
         self.credentials = s["credentials"]
         self.after_name = s["after_name"]
+        self.presence = tuple(cfg["words"]["presence_after_name"])
         self.relatives = s["relatives"]
         self.contact = s["contact_verbs"]
         self.contact_with = s["contact_with"]
@@ -277,6 +278,10 @@ class RecallPass:
                         names.add(j)
                     else:
                         break
+            if nxt is not None and t.low in self.lexicon.first_names and self._namey(t, self.context_zipf):
+                follows = " ".join(toks[j].low for j in range(i + 1, min(n, i + 4)) if same_line(i, j)) + " "
+                if any(follows.startswith(f"{p} ") for p in self.presence):
+                    names.add(i)  # a first name before a visitor's phrase, in any case: "bob at bedside"
             # places
             if not self._stop(t) and t.low in self.lexicon.places and (
                     self._zipf(t) < self.place_zipf or self._cased_name(t, mixed)):

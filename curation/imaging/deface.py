@@ -127,9 +127,10 @@ def deface(image: Any, *, brain_mask: np.ndarray | None = None) -> DefaceResult:
                           f"{MIN_HEAD_DICE}); is it a head MRI?")
     if not removed.any():
         raise DefaceError("the face region falls outside this volume's field of view; nothing would be removed")
-    otsu = sitk.OtsuThreshold(sitk.Cast(image, sitk.sitkFloat32), 0, 1)
-    head_voxels = sitk.GetArrayFromImage(otsu).transpose(2, 1, 0)
-    centre, face_centre = _centroid_ras(head_voxels.astype(bool), image), _centroid_ras(removed, image)
+    # the head's centre from its mask on the working copy (a few mm at most from the full grid's, far below the
+    # check's scale), the face's from the removed voxels themselves
+    centre = _centroid_ras(subject_head.transpose(2, 1, 0), fixed)
+    face_centre = _centroid_ras(removed, image)
     if not (face_centre[1] > centre[1] and face_centre[2] < centre[2]):
         raise DefaceError("the registered face region is not in front of and below the head's centre; refused")
     brain_removed = int((removed & brain_mask).sum()) if brain_mask is not None else None
@@ -175,7 +176,9 @@ def _code() -> tuple[bytes, ...]:
 
 def _centroid_ras(mask: np.ndarray, image: Any) -> np.ndarray:
     """World RAS position (mm) of the centroid of ``mask`` ([x, y, z] on the image's grid)."""
-    lps = image.TransformContinuousIndexToPhysicalPoint([float(v) for v in np.argwhere(mask).mean(axis=0)])
+    from scipy import ndimage
+
+    lps = image.TransformContinuousIndexToPhysicalPoint([float(v) for v in ndimage.center_of_mass(mask)])
     return np.asarray(lps) * np.array([-1.0, -1.0, 1.0])
 
 

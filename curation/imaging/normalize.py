@@ -141,8 +141,6 @@ def _face_free(img: Any, ctx: SeriesContext) -> dict[str, Any] | None:
     from curation.imaging.targets import brain_check
 
     data, affine = _data(img), np.asarray(img.affine, dtype=np.float64)
-    if brain_check(data, affine, ctx.fit) is not None:
-        return None
     in_view, tissue = anatomy.face_tissue(ctx.fit, data, affine)
     if in_view < anatomy.MIN_FACE_IN_VIEW:
         reason = f"the face is outside the field of view ({in_view:.1%} of the template's face region in view)"
@@ -150,7 +148,9 @@ def _face_free(img: Any, ctx: SeriesContext) -> dict[str, Any] | None:
         reason = (f"no tissue where the face would be ({tissue:.1%} of the face region in view): a brain without "
                   "its head")
     else:
-        return None
+        return None  # a face to remove (every whole head): the brain check below is not needed
+    if brain_check(data, affine, ctx.fit) is not None:
+        return None  # no brain where the fit puts it: not shown to be a brain, so the defacer decides
     return {"outcome": "face_free", "reason": reason, "face_region_in_view": in_view, "face_region_tissue": tissue,
             "series_kind": ctx.fit.kind}
 

@@ -53,7 +53,7 @@ demo: setup ## generate the demo corpus, run the pipeline, show the release
 test: setup review-tools ## run the whole test suite (starts Label Studio, a local LLM endpoint, ...)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
-test-fast: setup ## the unit layer only, spread over the cores: no demo pipeline, no servers (under 2 minutes)
+test-fast: setup ## the unit layer only, spread over the cores: no demo pipeline, no servers (about 6 minutes on 2 cores)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e" -n auto
 
 bench: setup ## measure against the anchors; writes benchmarks/results.json and results.md

@@ -89,3 +89,26 @@ def test_flagged_case_items_carry_the_flag_into_review_and_never_the_text(tmp_pa
                                  "presentation: instruction-like text removed (rule fixed_answer)"]
     assert report.counts["items_of_flagged_cases"] == 1 and report.counts["cases_flagged_instruction_like"] == 1
     assert "rule fixed_answer" in task_data(item)["source_flags"]
+
+
+def test_the_source_title_is_shown_to_the_reviewer_and_never_to_the_model(tmp_path: Path) -> None:
+    """A case report's title can name the diagnosis, side and territory: the reviewer sees it (to reject an item it
+    gives away); what a model is asked (answering.EvalItem, built from the release row) has no field for it."""
+    import dataclasses
+
+    from curation.answering import EvalItem
+    from curation.generate.stage import run as generate
+    from curation.review.labelstudio import task_data
+
+    template = {"id": "dx_with_context", "version": 1, "task_type": "direct_diagnosis", "format": "mcq",
+                "requires": ["dx", "image.figure"], "images": ["image.figure"], "context": "",
+                "question": "Which diagnosis fits this image best?", "answer": "{{ dx }}",
+                "distractors": {"table": "unit_diagnoses"}}
+    generate(setup(tmp_path, [template]), write_cases(tmp_path / "extract", [figure_case(1, dx="glioblastoma")]),
+             tmp_path / "gen")
+    (item,) = read_jsonl(tmp_path / "gen" / "items.jsonl", Item)
+    title = "Glioblastoma of the right frontal lobe presenting with seizures"
+    item = item.model_copy(update={"attribution": title})
+    assert task_data(item)["source_attribution"] == title
+    asked = {f.name for f in dataclasses.fields(EvalItem)}
+    assert not asked & {"attribution", "title", "source_attribution"}, asked

@@ -108,6 +108,8 @@ def task_data(item: Item, mode: str = "local-files", root: Path = Path("."),
         or [{"author": "note", "text": "Single-turn item: no dialogue."}],
         "tags": dims, "visual_dims": [d.value for d in item.visual_dims],
         "source_flags": "\n".join(item.source_flags) or "(none)",
+        # the source's title and credit: for the reviewer, who checks that no item leans on it (never shown to a model)
+        "source_attribution": item.attribution or "(none)",
         "reasoning_dims": [d.value for d in item.reasoning_dims],
     }
     body.update(stack_data(item, stacks or [], mode, root))

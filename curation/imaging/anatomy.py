@@ -519,16 +519,20 @@ def template_on_series(fit: Fit, shape: tuple[int, ...], affine: np.ndarray, map
 MAX_SHARE_OUTSIDE_TISSUE = 0.25
 
 
-def _isolated(data: np.ndarray, cand: np.ndarray, lab: np.ndarray, n: int, white: tuple[float, float],
+def _isolated(data: np.ndarray, cand: np.ndarray, lab: np.ndarray, n: int, white: tuple[float, float] | None,
               tissue: np.ndarray, polarity: str, z: float) -> np.ndarray:
     """Per cluster of ``lab`` (1..n): True where the voxels as bright (dark) as it against the white matter
-    (``white``: its median and MAD), grown from it over the whole volume, stay mostly inside the template's brain
-    tissue; False where they run on into fluid."""
+    (``white``: its median and MAD; None where the volume has none, and each cluster is judged on its own voxels),
+    grown from it over the whole volume, stay mostly inside the template's brain tissue; False where they run on
+    into fluid."""
     from scipy import ndimage
 
-    med, mad = white
-    every = (data - med) / mad
-    like = (every > z) if polarity == "hyper" else (every < -z)
+    if white is None:
+        like = np.zeros(data.shape, bool)
+    else:
+        med, mad = white
+        every = (data - med) / mad
+        like = (every > z) if polarity == "hyper" else (every < -z)
     grown, m = ndimage.label(like | cand)  # a (connected) cluster lies inside one grown component
     total = np.bincount(grown.ravel(), minlength=m + 1)
     outside = np.bincount(grown[~tissue], minlength=m + 1)
@@ -563,24 +567,25 @@ def find_lesion(data: np.ndarray, gm: np.ndarray, wm: np.ndarray, polarity: str,
         return None
     white = wm >= gm
     score = np.zeros(data.shape, np.float32)
-    robust: list[tuple[float, float] | None] = []  # median and MAD of white, then of grey matter
+    robust: list[tuple[float, float] | None] = []  # median and MAD of white, then of grey matter (None: none there)
     for cls in (white, ~white):
         sel = parenchyma & cls
-        if sel.sum() < 500:
+        if not sel.any():
             robust.append(None)
             continue
         vals = data[sel]
         med = float(np.median(vals))
         mad = 1.4826 * float(np.median(np.abs(vals - med))) or 1e-6
         robust.append((med, mad))
-        score[sel] = (data[sel] - med) / mad
+        if sel.sum() >= 500:  # too few voxels to score a class against itself
+            score[sel] = (data[sel] - med) / mad
     cand = score > z if polarity == "hyper" else score < -z
     cand = ndimage.binary_opening(cand, structure=ndimage.generate_binary_structure(3, 1))
     lab, n = ndimage.label(cand)
     if n == 0:
         return None
     sizes = np.bincount(lab.ravel())[1:]
-    if deep_white_only and robust[0] is not None:  # lesions that look like CSF: drop the edges of misplaced fluid
+    if deep_white_only:  # lesions that look like CSF: drop the edges of misplaced fluid
         sizes[~_isolated(data, cand, lab, n, robust[0], (gm + wm) >= 0.5, polarity, z)] = 0
     best = int(np.argmax(sizes)) + 1
     if sizes[best - 1] < min_voxels:

@@ -479,6 +479,39 @@ RADIOPAEDIA = [
         "differential": ["Glioblastoma", "Cerebral abscess", "Tumefactive demyelination"],
         "sequence": "FLAIR", "lesion": Lesion.at_mm(42, -12, -6, 11.0), "atrophy": 0.0,
     },
+    # small lesions (under 1% of the brain in the slice), as a report names them: a lacune, small plaques, a cavernoma
+    {
+        "slug": "lacunar-infarct-demo-10", "title": "Lacunar infarct of the thalamus",
+        "diagnosis": "Acute ischaemic stroke", "system": "Central Nervous System",
+        "diagnostic_certainty": "Diagnosis certain", "age": "72 years", "gender": "Male", "author": "Demo Author J",
+        "presentation": "Mr. Arthur Dent (MRN 4420917, 155 Country Lane, Cottington), a 72-year-old retired radio producer, woke on 8 March 2023 with numbness of the right face, arm and leg.",
+        "findings": "Small focus of restricted diffusion on DWI in the left thalamus. No haemorrhage.",
+        "discussion": "A small deep infarct in the thalamus with a pure sensory syndrome in a hypertensive smoker is a lacunar stroke from small vessel disease.",
+        "differential": ["Focal seizure", "Migraine with aura", "Multiple sclerosis"],
+        "sequence": "DWI", "lesion": Lesion.at_mm(-12, -18, 6, 3.5), "atrophy": 0.25,
+    },
+    {
+        "slug": "multiple-sclerosis-demo-11", "title": "Relapsing-remitting multiple sclerosis",
+        "diagnosis": "Multiple sclerosis", "system": "Central Nervous System",
+        "diagnostic_certainty": "Diagnosis probable", "age": "27 years", "gender": "Female", "author": "Demo Author K",
+        "presentation": "Ms. Rose Tyler (DOB 27/04/1995, phone 503-555-0123), a 27-year-old shop assistant, reported five days of painful blurred vision in the left eye on 3 April 2023.",
+        "findings": "Several small ovoid T2/FLAIR hyperintense lesions in the right periventricular white matter, oriented perpendicular to the lateral ventricle. No haemorrhage.",
+        "discussion": "Small ovoid periventricular lesions perpendicular to the ventricle in a young woman with optic neuritis are typical of demyelination.",
+        "differential": ["Acute disseminated encephalomyelitis", "Migraine-related white matter lesions", "CNS vasculitis"],
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(22, -8, 24, 3.0, (1.6, 1.0, 1.0)), "atrophy": 0.0,
+        "pathology": Pathology(more=(Lesion.at_mm(24, -24, 26, 2.5, (1.6, 1.0, 1.0)),
+                                     Lesion.at_mm(21, 8, 23, 2.5, (1.6, 1.0, 1.0)))),
+    },
+    {
+        "slug": "cavernous-malformation-demo-12", "title": "Frontal cavernoma", "diagnosis": "Cavernous malformation",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis probable", "age": "41 years",
+        "gender": "Male", "author": "Demo Author L",
+        "presentation": "Mr. Jack Harkness (MRN 8812045), a 41-year-old pilot, had a first focal seizure with jerking of the right hand on 15 May 2023.",
+        "findings": "Small blooming focus on SWI in the left frontal lobe, with no oedema.",
+        "discussion": "A small blooming focus without oedema or mass effect in a patient with a seizure is a cavernous malformation.",
+        "differential": ["Haemorrhagic metastasis", "Cerebral amyloid angiopathy", "Capillary telangiectasia"],
+        "sequence": "SWI", "lesion": Lesion.at_mm(-30, 30, 30, 3.0), "atrophy": 0.0,
+    },
 ]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from curation.schema import Case, Evidence, Render, Series, Visit
+from curation.schema import Case, Evidence, Finding, Render, Series, Visit
 
 SEX_WORD = {"F": "woman", "M": "man"}
 LESION_SEQUENCES = ("FLAIR", "T2w", "DWI", "SWI")
@@ -40,6 +40,7 @@ class LesionFacts(BaseModel):
     anatomy: str | None = None
     laterality: str | None = None
     sequence: str | None = None
+    small: bool = False  # the report calls it small (a size word before it, or up to 10 mm): _described_small
 
 
 class DeficitFacts(BaseModel):
@@ -382,7 +383,7 @@ def _finding_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> 
         where = next((y for y in imaging if y.label == x.label and y.anatomy and not y.anatomy.endswith("territory")),
                      x)
         f["lesion"] = {"label": x.label, "anatomy": where.anatomy, "laterality": where.laterality or x.laterality,
-                       "sequence": x.sequence or where.sequence}
+                       "sequence": x.sequence or where.sequence, "small": _described_small(case, x)}
         seen: list[str] = []
         for y in imaging:
             text = y.label + (f" in the {y.anatomy}" if y.anatomy else "") + (f" on {y.sequence}" if y.sequence else "")
@@ -410,6 +411,23 @@ def _finding_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> 
     steps = keyed(knowledge.get("next_steps", {}), dx) or []
     if steps:
         f["next_step"] = steps[0]
+
+
+# what a report calls a small lesion: a size word just before the finding in its sentence, or a size up to 10 mm
+_SMALL = re.compile(r"\b(small|tiny|punctate|dot-like|millimetric|lacunar|lacune|microbleeds?)\b"
+                    r"|\b(?:[1-9]|10)(?:\.\d)?\s?mm\b", re.IGNORECASE)
+
+
+def _described_small(case: Case, finding: Finding) -> bool:
+    """Whether the report describes ``finding`` as small (the words of its sentence before it, or the finding's own
+    words): how a report's figure, which has no measured lesion, can be an item about a small object."""
+    fields = {"history": case.history, "presentation": case.presentation, "notes": case.notes}
+    fields.update({f"figure:{fig.figure_id}": fig.caption for fig in case.figures})
+    text = fields.get(finding.source_field or "", "")
+    if finding.start is None or not text:
+        return bool(_SMALL.search(finding.text))
+    before = re.split(r"[.;]\s", text[max(0, finding.start - 60):finding.start])[-1]
+    return bool(_SMALL.search(before) or _SMALL.search(finding.text))
 
 
 # ----------------------------------------------------------------------------- helpers

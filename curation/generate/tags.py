@@ -1,6 +1,8 @@
 """Dimension tags computed from an item (its answer's facts, its context, its evidence), never declared.
 
-- small_object: a target shown that covers under ``small_object_below`` of the brain in its slice
+- small_object: a target shown that covers under ``small_object_below`` of the brain in its slice (measured by the
+  normalize stage on a volume), or a report's figure of a lesion its report calls small ("small", "punctate",
+  "lacunar", a size up to 10 mm: facts._described_small), where no mask measures it
 - fine_detail: the answer is a grade of size or signal read off the image
 - spatial: the answer depends on locating the finding (anatomy, side, territory)
 - temporal: two time points, registered and shown at the same position
@@ -72,7 +74,9 @@ def compute(task_type: TaskType, answers: frozenset[str], context_template: str,
     visual: list[VisualDim] = []
     reasoning: list[ReasoningDim] = []
     fractions = [e.target_fraction for e in evidence if e.target_fraction is not None]
-    if fractions and min(fractions) < small_object_below:
+    lesion = facts.get("lesion") or {}
+    small_figure = bool(lesion.get("small")) and any(e.target == "figure" for e in evidence)
+    if (fractions and min(fractions) < small_object_below) or small_figure:
         visual.append(VisualDim.small_object)
     if evidence and answers & FINE_DETAIL and all(e.plane != "montage" for e in evidence):
         visual.append(VisualDim.fine_detail)

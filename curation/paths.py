@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from curation.names import is_utf8_name, printable
 from curation.report import Outcome
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -22,23 +23,6 @@ MAX_NAME = 96
 # cannot be unpacked there
 _RESERVED = re.compile(r"^(?:CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9]|CONIN\$|CONOUT\$)(?:\.|$)", re.IGNORECASE)
 _EXT = re.compile(r"(?:\.[A-Za-z0-9]{1,8}){1,2}$")
-
-
-def printable(text: str) -> str:
-    """A path or name as valid UTF-8 text: bytes that are not UTF-8 (surrogate escapes) become ``\\xNN``."""
-    return os.fsencode(text).decode("utf-8", errors="backslashreplace") if _has_surrogates(text) else text
-
-
-def _has_surrogates(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def is_utf8_name(text: str) -> bool:
-    return not _has_surrogates(text)
 
 
 def safe_name(text: object, max_len: int = MAX_NAME) -> str:

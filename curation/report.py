@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.errors import FailureRateExceeded
+from curation.names import printable
 from curation.records import write_json, write_jsonl
 
 
@@ -122,8 +123,6 @@ class Report:
         lists nothing. Returns whether the outcome was ok."""
         if outcome.ok:
             return True
-        from curation.paths import printable
-
         detail = printable(" ".join(str(outcome.detail).split())[:300])
         where = printable(Path(path).as_posix())
         if len(where) > 500:  # a path made from a huge id: the entry stays one readable line

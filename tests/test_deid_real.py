@@ -16,7 +16,9 @@ from pydicom.dataset import Dataset
 from pydicom.sequence import Sequence
 
 from curation.deid import dicom as deid_dicom
-from curation.deid.dicom import deidentify_file, load_defaults, load_table, remap_uid
+from curation.deid import elements as deid_elements
+from curation.deid.dicom import deidentify_file
+from curation.deid.elements import load_defaults, load_table, remap_uid
 from curation.deid.verify import compare_datasets, compare_files, verify_against, verify_dir
 from curation.params import DicomDeidParams
 from tests.dicom_cases import FIXTURES, IDENTITY, UNTABLED_DATE, build_cases, untabled
@@ -304,9 +306,9 @@ def test_retained_private_elements_get_the_safe_defaults(cases: dict[str, tuple[
     deid_dicom._CACHED.clear()
     assert deidentify_file(str(path), str(out), params, b"k", "patient-1", "ANON-aaaaaaaaaaaa").ok
     assert not any(e.tag.is_private for e in pydicom.dcmread(out).iterall())  # not on the shipped list
-    listed = {**deid_dicom.load_safe_private(),
+    listed = {**deid_elements.load_safe_private(),
               (0x0019, "ACME MR 1"): {0x10: "DA", 0x11: "UI", 0x12: "PN", 0x13: "LO"}}
-    monkeypatch.setattr(deid_dicom, "load_safe_private", lambda: listed)
+    monkeypatch.setattr(deid_elements, "load_safe_private", lambda: listed)
     assert deidentify_file(str(path), str(out), params, b"k", "patient-1", "ANON-aaaaaaaaaaaa").ok
     deid_dicom._CACHED.clear()
     got = pydicom.dcmread(out)

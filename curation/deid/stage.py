@@ -10,15 +10,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curation.deid.dicom import date_offset_days, deidentify_file, edition_id, load_table, uid_free_name
+from curation.deid.dicom import date_offset_days, deidentify_file, uid_free_name
+from curation.deid.elements import edition_id, load_table
 from curation.deid.files import clean_image, clean_sidecar, clean_volume
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
 from curation.imaging.io import VOLUME_SUFFIXES
 from curation.ingest.base import load_spec
+from curation.names import printable
 from curation.parallel import pmap
 from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams
-from curation.paths import OUTSIDE_INPUT, input_rel, printable, readable, safe_name, walk_files
+from curation.paths import OUTSIDE_INPUT, input_rel, readable, safe_name, walk_files
 from curation.records import keyed_hash, project_secret, read_jsonl, relpath, staged_dir, write_jsonl, write_text
 from curation.report import Kind, Outcome, Report
 from curation.schema import Case

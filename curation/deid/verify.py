@@ -9,13 +9,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from curation.deid.dicom import (
+from curation.deid.elements import (
+    META_KEEP,
     METHOD_CODES,
     OPTION_COLUMNS,
     PN_FORM,
+    dictionary_vr,
     effective_action,
+    element_text,
+    is_coded_value,
     is_safe_private,
+    load_defaults,
     load_table,
+    remap_uid,
 )
 from curation.deid.files import HEADER_TEXT_FIELDS, SIDECAR_DEVICE, SIDECAR_KEEP
 from curation.deid.text import policy
@@ -155,8 +161,6 @@ def container_findings(ds: Any, rel: str) -> list[Finding]:
     """What lies outside the dataset: a preamble that is not zeros (text, an executable header), file meta elements
     other than those the de-identifier keeps, and a writer other than the de-identifier (its version name is free
     text the source chose)."""
-    from curation.deid.dicom import META_KEEP
-
     out = []
     preamble = getattr(ds, "preamble", None)
     if preamble is not None and any(preamble):
@@ -176,8 +180,6 @@ def container_findings(ds: Any, rel: str) -> list[Finding]:
 
 
 def _coded(elem: Any) -> bool:
-    from curation.deid.dicom import is_coded_value
-
     return all(is_coded_value(int(elem.tag), v) for v in _values(elem))
 
 
@@ -320,12 +322,10 @@ def _flat(ds: Any) -> list[_Item]:
 
 
 def _flat_into(ds: Any, out: list[_Item]) -> None:
-    from curation.deid.dicom import _dictionary_vr, _value
-
     for tag in list(ds.keys()):
         elem = ds.get_item(tag)
         t = int(tag)
-        vr = elem.VR or _dictionary_vr(t)
+        vr = elem.VR or dictionary_vr(t)
         if vr in (None, "UN", "SQ") or " or " in vr:
             elem = ds[tag]  # pydicom's decoding: the dictionary VR for UN, items for a sequence
             vr = elem.VR
@@ -338,7 +338,7 @@ def _flat_into(ds: Any, out: list[_Item]) -> None:
         binary = None
         values: list[str] = []
         if vr in CHECKED_VRS or vr in SEARCHED_VRS or vr in ID_VRS:
-            text = _value(ds, tag, elem) if elem.value not in (None, b"", "") else ""
+            text = element_text(ds, tag, elem) if elem.value not in (None, b"", "") else ""
             values = [v.strip(" \x00") for v in text.split("\\") if v.strip(" \x00")]
         elif vr in BINARY_SEARCHED and t not in PIXEL_TAGS and isinstance(elem.value, bytes) and \
                 len(elem.value) < 1 << 20:
@@ -398,8 +398,6 @@ def _searchable(items: list[_Item]) -> str:
     """Every header value of the output as text (pixel data excepted), one a line. A CS value that is a valid value
     of its attribute (``coded_values.yaml``) is a code, not something a person typed: a patient named "HFS" is
     not found in Patient Position HFS, and still is in any other value."""
-    from curation.deid.dicom import is_coded_value
-
     parts: list[str] = []
     for item in items:
         if item.vr == "CS":
@@ -416,8 +414,6 @@ def compare_datasets(src_ds: Any, out_ds: Any, rel: str) -> Comparison:
     of the input found anywhere in the output's header values (file meta included). Kept by design, so not
     findings: UIDs of the DICOM registry and class UIDs (``dicom_defaults.yaml``), what an enabled option keeps
     (K), dummies and pseudonyms."""
-    from curation.deid.dicom import load_defaults
-
     defaults = load_defaults()
     enabled = _enabled(out_ds)
     res = Comparison()
@@ -520,8 +516,6 @@ def verify_against(out_dir: Path, in_dir: Path, secret: bytes | None = None) -> 
     (``secret``: the project secret; the layout of the deidentify stage). An output that pairs with nothing is a
     finding: it cannot be checked."""
     import pydicom
-
-    from curation.deid.dicom import remap_uid
 
     out_dir, in_dir = Path(out_dir), Path(in_dir)
     total = Comparison()

@@ -16,8 +16,9 @@ from typing import Any
 import yaml
 
 from curation.errors import InputError, ParamsError
+from curation.names import printable
 from curation.params import Bounds
-from curation.paths import inside, printable, safe_name, walk_files
+from curation.paths import inside, safe_name, walk_files
 from curation.records import copy_file, pseudonym, relpath
 from curation.report import Kind, Report
 

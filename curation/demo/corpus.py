@@ -485,7 +485,7 @@ RADIOPAEDIA = [
         "diagnosis": "Acute ischaemic stroke", "system": "Central Nervous System",
         "diagnostic_certainty": "Diagnosis certain", "age": "72 years", "gender": "Male", "author": "Demo Author J",
         "presentation": "Mr. Arthur Dent (MRN 4420917, 155 Country Lane, Cottington), a 72-year-old retired radio producer, woke on 8 March 2023 with numbness of the right face, arm and leg.",
-        "findings": "Small focus of restricted diffusion on DWI in the left thalamus. No haemorrhage.",
+        "findings": "Small focus of restricted diffusion on DWI in the left thalamus. The infarct lies in the posterior cerebral artery territory. No haemorrhage.",
         "discussion": "A small deep infarct in the thalamus with a pure sensory syndrome in a hypertensive smoker is a lacunar stroke from small vessel disease.",
         "differential": ["Focal seizure", "Migraine with aura", "Multiple sclerosis"],
         "sequence": "DWI", "lesion": Lesion.at_mm(-12, -18, 6, 3.5), "atrophy": 0.25,

@@ -177,6 +177,7 @@ def test_tags_are_computed_from_the_item() -> None:
     assert ReasoningDim.long_tail in got["case_most_likely_diagnosis"].reasoning_dims  # glioblastoma is rare
     assert ReasoningDim.multi_source in got["case_most_likely_diagnosis"].reasoning_dims
     assert got["lesion_laterality"].visual_dims == [VisualDim.spatial]
+    assert ReasoningDim.long_tail not in got["lesion_laterality"].reasoning_dims  # its side is not a rare question
     assert ReasoningDim.causal in got["symptom_mechanism"].reasoning_dims
     assert VisualDim.small_object not in got["lesion_recognition"].visual_dims  # size unknown: not claimed
     small = adni_case()

@@ -355,6 +355,8 @@ def axial_png_array(vol: np.ndarray, z: int, scale: int = 2) -> np.ndarray:
     sl = vol[:, :, z].astype(np.float32)
     img = np.flipud(sl.T)  # rows: anterior at top; columns: x increasing = patient right ... flipped below
     img = np.fliplr(img)  # radiological: patient right on image left
-    hi = np.percentile(img, 99.5) or 1.0
+    # the window's top at the brightest tissue, not a percentile of it: a percentile put the brain at white on DWI
+    # (bright lesions are a few voxels), and a small lesion barely stood out (a clinical review of the demo)
+    hi = float(np.percentile(img, 99.99)) or 1.0
     out = np.clip(img / hi * 255, 0, 255).astype(np.uint8)
     return np.kron(out, np.ones((scale, scale), dtype=np.uint8))

@@ -385,10 +385,13 @@ def _finding_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> 
         f["lesion"] = {"label": x.label, "anatomy": where.anatomy, "laterality": where.laterality or x.laterality,
                        "sequence": x.sequence or where.sequence, "small": _described_small(case, x)}
         seen: list[str] = []
-        for y in imaging:
-            text = y.label + (f" in the {y.anatomy}" if y.anatomy else "") + (f" on {y.sequence}" if y.sequence else "")
-            if text not in seen:
-                seen.append(text)
+        labels: set[str] = set()
+        for y in imaging:  # each finding once, where the report puts it; what surrounds a lesion has no place
+            if y.label in labels:
+                continue
+            labels.add(y.label)
+            place = f" in the {y.anatomy}" if y.anatomy and y.label not in SURROUNDING else ""
+            seen.append(y.label + place)
         f["findings_text"] = "; ".join(seen[:4])
         territory = next((y.anatomy for y in imaging if y.anatomy and y.anatomy.endswith("territory")), None)
         if territory:
@@ -412,6 +415,10 @@ def _finding_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> 
     if steps:
         f["next_step"] = steps[0]
 
+
+# findings that describe what surrounds a lesion: the nearest structure a report names is not where they are ("mass
+# effect on the lateral ventricle" is not mass effect in it)
+SURROUNDING = frozenset({"vasogenic oedema", "mass effect", "dawson fingers", "enhancement"})
 
 # what a report calls a small lesion: a size word just before the finding in its sentence, or a size up to 10 mm
 _SMALL = re.compile(r"\b(small|tiny|punctate|dot-like|millimetric|lacunar|lacune|microbleeds?)\b"

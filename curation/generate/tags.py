@@ -7,7 +7,7 @@
 - spatial: the answer depends on locating the finding (anatomy, side, territory)
 - temporal: two time points, registered and shown at the same position
 - multi_source: the image and a non-image fact the key depends on, stated in the context, are both needed
-- long_tail: the diagnosis is rarer than the knowledge table's ``long_tail_below`` (per 100,000)
+- long_tail: the answer depends on a diagnosis rarer than the knowledge table's ``long_tail_below`` (per 100,000)
 - causal: the question asks why (a mechanism) or what to do next
 
 Difficulty, where no model rated it (``difficulty``): the number of demands the item makes, each dimension above
@@ -37,6 +37,7 @@ DEPENDS_ON = {
     "lesion.label": {"presentation"},
 }
 CAUSAL_TASKS = {TaskType.causal_reasoning, TaskType.next_step}
+DIAGNOSTIC = {"dx", "next_step"}  # answers that depend on the diagnosis (long_tail applies to these only)
 _FACT = re.compile(r"\{\{\s*([a-z_]+(?:\.[a-z_]+)*)")
 _NAMES = re.compile(r"\b([a-z_]+(?:\.[a-z_]+)*)\b")
 
@@ -92,6 +93,7 @@ def compute(task_type: TaskType, answers: frozenset[str], context_template: str,
     if task_type in CAUSAL_TASKS:
         reasoning.append(ReasoningDim.causal)
     prevalence = keyed(knowledge.get("prevalence_per_100k", {}), facts.get("dx"))
-    if prevalence is not None and prevalence < float(knowledge.get("long_tail_below", 20)):
+    # long_tail where the answer depends on the diagnosis (a rare disease's side or place is not a rare question)
+    if prevalence is not None and prevalence < float(knowledge.get("long_tail_below", 20)) and answers & DIAGNOSTIC:
         reasoning.append(ReasoningDim.long_tail)
     return visual, reasoning

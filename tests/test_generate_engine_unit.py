@@ -170,3 +170,15 @@ def test_duplicate_template_ids_and_an_empty_folder_fail(tmp_path: Path) -> None
         load_templates(tmp_path)
     with pytest.raises(ParamsError, match="no template files"):
         load_templates(tmp_path / "empty")
+
+
+def test_a_knowledge_entry_that_is_not_text_is_a_one_line_error(tmp_path) -> None:
+    import pytest
+
+    from curation.errors import ParamsError
+    from curation.generate.engine import _check_lists_of_text
+
+    kb = {"next_steps": {"Some disease": ["Do this first", {"Control risk": "blood pressure and a statin"}]}}
+    with pytest.raises(ParamsError, match=r"next_steps.Some disease: every entry must be text"):
+        _check_lists_of_text(kb, tmp_path / "neurology.yaml")
+    _check_lists_of_text({"next_steps": {"Some disease": ["Do this first"]}}, tmp_path / "neurology.yaml")

@@ -81,6 +81,23 @@ def load_templates(folder: str | Path) -> list[Template]:
     return out
 
 
+# the knowledge tables whose entries are lists of option texts, per key
+TEXT_TABLES = ("differentials", "neighbours", "findings", "next_steps")
+
+
+def _check_lists_of_text(knowledge: Any, path: str | Path) -> None:
+    """A knowledge table an option would be drawn from holds lists of text; anything else is a one-line error here,
+    not a failed item later (an unquoted "a: b" in YAML is a mapping, not a text)."""
+    if not isinstance(knowledge, dict):
+        raise ParamsError("knowledge table is not a mapping", path)
+    for table in TEXT_TABLES:
+        for key, entries in (knowledge.get(table) or {}).items():
+            bad = [e for e in entries if not isinstance(e, str)] if isinstance(entries, list) else [entries]
+            if bad:
+                raise ParamsError(f"{table}.{key}: every entry must be text (quote one that holds ': '); "
+                                  f"got {bad[0]!r}", path)
+
+
 class Engine:
     def __init__(self, params: GenerateParams) -> None:
         self.params = params
@@ -89,6 +106,7 @@ class Engine:
             self.knowledge = yaml.safe_load(Path(params.knowledge).read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError) as exc:
             raise ParamsError(f"cannot read knowledge table ({exc.__class__.__name__})", params.knowledge) from None
+        _check_lists_of_text(self.knowledge, params.knowledge)
         self._compiled: dict[str, jinja2.Template] = {}
         self.env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
 

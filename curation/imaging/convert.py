@@ -15,6 +15,13 @@ __all__ = ["save_nifti"]  # re-exported: `curate imaging convert` writes through
 LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
 
 
+# the header elements a series is grouped, sized, ordered and described by: only these are parsed from each file
+# (the rest of a header is skipped, not decoded); a whole-volume file is read again whole by _load_volume_file
+SERIES_TAGS = ["SeriesInstanceUID", "ImageOrientationPatient", "ImagePositionPatient", "AcquisitionNumber",
+               "InstanceNumber", "Rows", "Columns", "SamplesPerPixel", "NumberOfFrames", "BitsAllocated", "ImageType",
+               "RepetitionTime", "EchoTime", "InversionTime", "MagneticFieldStrength", "FlipAngle", "Manufacturer"]
+
+
 def load_dicom_series(files: list[str], max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
     """Group by SeriesInstanceUID, sort by position along the slice normal (not by file name).
 
@@ -25,7 +32,7 @@ def load_dicom_series(files: list[str], max_bytes: int | None = None) -> tuple[n
 
     headers = []
     for f in files:
-        ds = pydicom.dcmread(f, stop_before_pixels=True)
+        ds = pydicom.dcmread(f, stop_before_pixels=True, specific_tags=SERIES_TAGS)
         headers.append((f, ds))
     if max_bytes is not None:
         need = sum(_pixel_bytes(ds) for _, ds in headers)

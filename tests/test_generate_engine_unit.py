@@ -182,3 +182,18 @@ def test_a_knowledge_entry_that_is_not_text_is_a_one_line_error(tmp_path) -> Non
     with pytest.raises(ParamsError, match=r"next_steps.Some disease: every entry must be text"):
         _check_lists_of_text(kb, tmp_path / "neurology.yaml")
     _check_lists_of_text({"next_steps": {"Some disease": ["Do this first"]}}, tmp_path / "neurology.yaml")
+
+
+def test_next_step_options_are_the_first_steps_of_the_differential() -> None:
+    """Each wrong option is what a differential diagnosis would call for, so the history alone does not pick the key
+    (a table written here, not the project's)."""
+    from curation.generate.engine import differential_next_steps
+
+    kb = {"next_steps": {"Disease A": ["treat A", "wrong for A 1", "wrong for A 2"], "Disease B": ["treat B", "x"],
+                         "Disease C": ["treat C"], "Disease D": ["treat D"]},
+          "differentials": {"Disease A": ["Disease C", "Disease Z"]},
+          "diagnosis_aliases": {"Disease B variant": "Disease B"}}
+    got = differential_next_steps(kb, "Disease A", ["Disease B variant", "Disease D"], "treat A", 3)
+    assert got == ["treat B", "treat D", "treat C"]
+    assert differential_next_steps(kb, "Disease A", ["Disease B variant"], "treat A", 3) == \
+        ["treat B", "treat C", "wrong for A 1"]  # topped up from A's own wrong steps to exactly three

@@ -98,6 +98,22 @@ def _check_lists_of_text(knowledge: Any, path: str | Path) -> None:
                                   f"got {bad[0]!r}", path)
 
 
+def differential_next_steps(kb: dict[str, Any], dx: str | None, case_differential: list[str], answer: str,
+                            need: int) -> list[str]:
+    """Wrong options for a next step that fit the same history: the right first step for each diagnosis the case is
+    told apart from (its differential, then the knowledge table's), so that only the image, by deciding the
+    diagnosis, decides the step; the table's own wrong steps for ``dx`` only where fewer than ``need`` differentials
+    have one. A name in ``diagnosis_aliases`` is looked up as the diagnosis it names ("Cerebral metastasis")."""
+    steps, aliases = kb.get("next_steps", {}), kb.get("diagnosis_aliases", {})
+    pool: list[str] = []
+    for other in [*case_differential, *(keyed(kb.get("differentials", {}), dx) or [])]:
+        first = keyed(steps, keyed(aliases, other) or other)
+        if first and first[0] != answer and first[0] not in pool:
+            pool.append(first[0])
+    own = [x for x in (keyed(steps, dx) or [])[1:] if x not in pool]
+    return pool if len(pool) >= need else pool + own[:need - len(pool)]  # exactly ``need``: every one is shown
+
+
 class Engine:
     def __init__(self, params: GenerateParams) -> None:
         self.params = params
@@ -125,6 +141,8 @@ class Engine:
             key = lookup(facts, spec.key) if spec.key else None
         if spec.table == "case_differential_then_differentials":
             pool = list(facts.get("differential", [])) + list(keyed(kb.get("differentials", {}), key) or [])
+        elif spec.table == "differential_next_steps":
+            pool = differential_next_steps(kb, key, facts.get("differential") or [], answer, self.params.n_options - 1)
         else:
             table = kb.get(spec.table, [])
             # a list is the pool itself; a mapping is keyed by a fact (the answer, if listed, is dropped below)

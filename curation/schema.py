@@ -216,6 +216,12 @@ class Case(Model):
     def all_series(self) -> list[Series]:
         return [s for v in self.visits for s in v.series]
 
+    def text_fields(self) -> dict[str, str]:
+        """The case's free text by the name its findings are extracted under (``Finding.source_field``)."""
+        fields = {"history": self.history, "presentation": self.presentation, "notes": self.notes}
+        fields.update({f"figure:{f.figure_id}": f.caption for f in self.figures})
+        return fields
+
 
 class Generator(Model):
     kind: Literal["template", "llm"]

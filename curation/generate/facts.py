@@ -428,9 +428,7 @@ _SMALL = re.compile(r"\b(small|tiny|punctate|dot-like|millimetric|lacunar|lacune
 def _described_small(case: Case, finding: Finding) -> bool:
     """Whether the report describes ``finding`` as small (the words of its sentence before it, or the finding's own
     words): how a report's figure, which has no measured lesion, can be an item about a small object."""
-    fields = {"history": case.history, "presentation": case.presentation, "notes": case.notes}
-    fields.update({f"figure:{fig.figure_id}": fig.caption for fig in case.figures})
-    text = fields.get(finding.source_field or "", "")
+    text = case.text_fields().get(finding.source_field or "", "")
     if finding.start is None or not text:
         return bool(_SMALL.search(finding.text))
     before = re.split(r"[.;]\s", text[max(0, finding.start - 60):finding.start])[-1]

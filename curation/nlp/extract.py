@@ -150,8 +150,7 @@ def run(params: ExtractParams, src: Path, dst: Path, report_path: Path | None = 
     cases = []
     for case in read_jsonl(src / "cases.jsonl", Case):
         report.inputs += 1
-        fields = {"history": case.history, "presentation": case.presentation, "notes": case.notes}
-        fields.update({f"figure:{f.figure_id}": f.caption for f in case.figures})
+        fields = case.text_fields()
         findings: list[Finding] = []
         for name, text in fields.items():
             findings.extend(ex.findings(text, name))

@@ -40,12 +40,11 @@ for n, folder in enumerate(sorted({p.parent for p in Path(sys.argv[1]).rglob("*.
 OURS_CONVERT = """
 import sys
 from pathlib import Path
-import nibabel as nib
-from curation.imaging.convert import convert_path
+from curation.imaging.convert import convert_path, save_nifti
 out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
 for n, folder in enumerate(sorted({p.parent for p in Path(sys.argv[1]).rglob("*.dcm")})):
     img, info = convert_path(folder)
-    nib.save(img, str(out / f"s{n}.nii.gz"))
+    save_nifti(img, out / f"s{n}.nii.gz")  # the writer `curate imaging convert` and normalize use
 """
 
 SITK_NORMALIZE = """

@@ -98,7 +98,9 @@ def test_every_fact_and_image_of_an_item_comes_from_one_visit() -> None:
     assert [e.visit_id for e in hip.evidence] == ["bl"] and hip.evidence[0].target == "hippocampus"
     assert hip.images == ["r/S0/coronal_097.png"] and hip.evidence[0].plane == "coronal"
     consult = got["memory_clinic_consult"]  # the baseline's dx and MMSE, told in the consult's second turn
-    assert consult.answer.endswith("; mild cognitive impairment") and "27/30" in consult.turns[0].text
+    # the second turn's answer crosses the image's grade with the score: normal hippocampi, MMSE 27 (not under 27)
+    assert consult.answer == ("normal volume; no evidence of a neurodegenerative process on this image or this "
+                              "score") and "27/30" in consult.turns[0].text
     for it in items:
         visits = {e.visit_id for e in it.evidence}
         assert len(visits) == 1 or it.facts["visit"] == "bl+m24", it.template_id
@@ -174,7 +176,11 @@ def test_one_item_per_case_and_fact() -> None:
 def test_tags_are_computed_from_the_item() -> None:
     case = report_case(lesion_side="right", deficit_side="left")
     got = by_template(engine().generate(case)[0])
-    assert ReasoningDim.long_tail in got["case_most_likely_diagnosis"].reasoning_dims  # glioblastoma is rare
+    # glioblastoma, the commonest primary brain tumour, is not long tail (knowledge long_tail_below: 3 per 100,000)
+    assert ReasoningDim.long_tail not in got["case_most_likely_diagnosis"].reasoning_dims
+    rare = report_case(lesion_side="right", deficit_side="left")
+    rare.diagnosis = Diagnosis(primary="Primary CNS lymphoma", differential=["Glioblastoma"])  # 1 per 100,000
+    assert ReasoningDim.long_tail in by_template(engine().generate(rare)[0])["case_most_likely_diagnosis"].reasoning_dims
     assert ReasoningDim.multi_source in got["case_most_likely_diagnosis"].reasoning_dims
     assert got["lesion_laterality"].visual_dims == [VisualDim.spatial]
     assert ReasoningDim.long_tail not in got["lesion_laterality"].reasoning_dims  # its side is not a rare question

@@ -426,8 +426,8 @@ RADIOPAEDIA = [
                                oedema_mm=9.0),
     },
     {
-        "slug": "intracerebral-haemorrhage-demo-5", "title": "Intracerebral haemorrhage",
-        "diagnosis": "Intracerebral haemorrhage", "system": "Central Nervous System",
+        "slug": "intracerebral-haemorrhage-demo-5", "title": "Hypertensive intracerebral haemorrhage",
+        "diagnosis": "Hypertensive intracerebral haemorrhage", "system": "Central Nervous System",
         "diagnostic_certainty": "Diagnosis certain", "age": "69 years", "gender": "Male", "author": "Demo Author E",
         "presentation": "Mr. Walter White (MRN 3308814, 308 Negra Arroyo Lane), a 69-year-old chemistry teacher, developed sudden right-sided weakness and slurred speech on 12 January 2022.",
         "findings": "Acute haematoma in the left basal ganglia, markedly hypointense on SWI, with a thin rim of oedema.",

@@ -178,6 +178,15 @@ def _tissue(atrophy: float) -> Tissue:
         hip_zone = anatomy.region_mask("hippocampus", maps) | (
             ndimage.binary_dilation(hip0, iterations=2) & (gm > 0.2))
         gm[hip_zone] *= 1.0 - 0.45 * atrophy
+        # and, past mild atrophy, its top turned to CSF, the way medial temporal atrophy reads on a coronal slice: a
+        # lower hippocampus under a wider choroid fissure and temporal horn (thinning alone had left a slightly darker
+        # hippocampus that no reader could grade; the review of the demo release, issue 29)
+        z = np.arange(hip0.shape[2])[None, None, :]
+        top = np.where(hip0, z, -1).max(axis=2, keepdims=True)
+        from_top_mm = (top - z) * GRID_MM
+        lowered = hip0 & (from_top_mm < 4.0 * atrophy - 1.5)
+        gm[lowered] = 0.0
+        wm[lowered] = 0.0
         cortex = (ndimage.distance_transform_edt(brain > 0.5, sampling=GRID_MM) <= 4.0) & ~hip_zone
         gm[cortex] *= 1.0 - 0.3 * atrophy
     hip = anatomy.region_mask("hippocampus", maps, gm=gm, wm=wm)

@@ -82,7 +82,7 @@ def load_templates(folder: str | Path) -> list[Template]:
 
 
 # the knowledge tables whose entries are lists of option texts, per key
-TEXT_TABLES = ("differentials", "neighbours", "findings", "next_steps")
+TEXT_TABLES = ("differentials", "neighbours", "findings", "next_steps", "shared_next_step")
 
 
 def _check_lists_of_text(knowledge: Any, path: str | Path) -> None:
@@ -103,11 +103,16 @@ def differential_next_steps(kb: dict[str, Any], dx: str | None, case_differentia
     """Wrong options for a next step that fit the same history: the right first step for each diagnosis the case is
     told apart from (its differential, then the knowledge table's), so that only the image, by deciding the
     diagnosis, decides the step; the table's own wrong steps for ``dx`` only where fewer than ``need`` differentials
-    have one. A name in ``diagnosis_aliases`` is looked up as the diagnosis it names ("Cerebral metastasis")."""
+    have one. A name in ``diagnosis_aliases`` is looked up as the diagnosis it names ("Cerebral metastasis"); a
+    diagnosis in ``shared_next_step`` of ``dx`` (its first step is right for ``dx`` too) gives no option."""
     steps, aliases = kb.get("next_steps", {}), kb.get("diagnosis_aliases", {})
+    shared = {d.casefold() for d in keyed(kb.get("shared_next_step", {}), dx) or []}
     pool: list[str] = []
     for other in [*case_differential, *(keyed(kb.get("differentials", {}), dx) or [])]:
-        first = keyed(steps, keyed(aliases, other) or other)
+        name = keyed(aliases, other) or other
+        if name.casefold() in shared:
+            continue
+        first = keyed(steps, name)
         if first and first[0] != answer and first[0] not in pool:
             pool.append(first[0])
     own = [x for x in (keyed(steps, dx) or [])[1:] if x not in pool]

@@ -73,6 +73,7 @@ class Facts(BaseModel):
     cdrsb: Any = None
     hippocampus_ml: float | None = None
     hippocampal_grade: str | None = None
+    memory_picture: str | None = None
     ventricles_ml: float | None = None
     ventricle_grade: str | None = None
     nwbv: float | None = None
@@ -275,6 +276,18 @@ def _visit_facts(f: dict[str, Any], case: Case, visit: Visit, knowledge: dict[st
     f["image"] = images
 
 
+def _memory_picture(grade: str, mmse: Any, knowledge: dict[str, Any]) -> str | None:
+    """What the hippocampi and the score say together (knowledge ``memory_pictures``): atrophy or not, crossed with
+    an MMSE below ``mmse_impaired_below`` or not, so that neither the image nor the score alone gives it."""
+    table = knowledge.get("memory_pictures") or {}
+    try:
+        impaired = float(mmse) < float(knowledge["mmse_impaired_below"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    atrophy = grade != (knowledge.get("volume_grades") or ["normal volume"])[0]
+    return table.get(f"{'atrophy' if atrophy else 'no atrophy'}, {'impaired' if impaired else 'not impaired'}")
+
+
 def _graded_facts(f: dict[str, Any], scores: dict[str, Any], knowledge: dict[str, Any],
                   images: dict[str, Any]) -> None:
     grades = knowledge.get("grades", {})
@@ -285,6 +298,9 @@ def _graded_facts(f: dict[str, Any], scores: dict[str, Any], knowledge: dict[str
         g = _grade(f["hippocampus_ml"], bands or [])
         if g:
             f["hippocampal_grade"] = g
+            picture = _memory_picture(g, f.get("mmse"), knowledge)
+            if picture:
+                f["memory_picture"] = picture
     if vent is not None and "ventricles" in images and isinstance(f.get("age"), int):
         f["ventricles_ml"] = round(vent / 1000, 1)
         bands = next((b for upper, b in knowledge.get("ventricles_ml_by_age", []) if f["age"] < upper), None)

@@ -10,9 +10,10 @@
 - long_tail: the answer depends on a diagnosis rarer than the knowledge table's ``long_tail_below`` (per 100,000)
 - causal: the question asks why (a mechanism) or what to do next
 
-Difficulty, where no model rated it (``difficulty``): the number of demands the item makes, each dimension above
-one, an open or dialogue answer one, more than one image one, and a small object one more; easy at most 1, medium
-2, hard 3 or more.
+Difficulty, where no model rated it (``difficulty``): the number of demands the item makes of a reader of the image,
+each visual dimension one, each reasoning dimension but multi_source one, and more than one image one; easy at most
+1, medium 2, hard 3 or more. The answer's form (open, dialogue) and the history shown beside the image add nothing:
+every open or dialogue item had read "hard" whatever it asked (the review of the demo release, issue 29).
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from curation.schema import Evidence, ItemFormat, ReasoningDim, TaskType, Visual
 
 SMALL_OBJECT_BELOW = 0.01
 # a grade or change of a structure read off one slice (a whole-brain montage or a large lesion is not fine detail)
-FINE_DETAIL = {"hippocampal_grade", "ventricle_grade", "ventricle_change", "sequence", "conversion"}
+# (a sequence is told by the contrast of the whole slice, not a detail of it)
+FINE_DETAIL = {"hippocampal_grade", "ventricle_grade", "ventricle_change", "conversion"}
 SPATIAL = {"lesion.anatomy", "lesion.laterality", "territory"}
 # the non-image facts each answer's key depends on (shown in the context, they make the item multi-source)
 DEPENDS_ON = {
     "hippocampal_grade": {"age", "age_phrase"},
+    "memory_picture": {"mmse"},
     "ventricle_grade": {"age", "age_phrase"},
     "dx": {"mmse", "presentation"},
     "conversion": {"dx_baseline"},
@@ -58,9 +61,8 @@ def context_facts(context_template: str) -> set[str]:
 
 
 def demands(visual: list[VisualDim], reasoning: list[ReasoningDim], fmt: ItemFormat, n_images: int) -> int:
-    """What an item asks of a reader, counted (see the module docstring)."""
-    return (len(visual) + len(reasoning) + int(fmt != ItemFormat.mcq) + int(n_images > 1)
-            + int(VisualDim.small_object in visual))
+    """What an item asks of a reader of its image, counted (see the module docstring); ``fmt`` is not counted."""
+    return len(visual) + sum(r != ReasoningDim.multi_source for r in reasoning) + int(n_images > 1)
 
 
 def difficulty(visual: list[VisualDim], reasoning: list[ReasoningDim], fmt: ItemFormat, n_images: int) -> str:

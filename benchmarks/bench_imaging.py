@@ -40,7 +40,8 @@ for n, folder in enumerate(sorted({p.parent for p in Path(sys.argv[1]).rglob("*.
 OURS_CONVERT = """
 import sys
 from pathlib import Path
-from curation.imaging.convert import convert_path, save_nifti
+from curation.imaging.convert import convert_path
+from curation.io.volumes import save_nifti
 out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
 for n, folder in enumerate(sorted({p.parent for p in Path(sys.argv[1]).rglob("*.dcm")})):
     img, info = convert_path(folder)

@@ -288,8 +288,8 @@ def imaging_convert(
     """Convert one image or series to a canonical RAS+ NIfTI (within normalize.bounds.max_volume_bytes)."""
     import nibabel as nib
 
-    from curation.imaging.convert import convert_path, save_nifti
-    from curation.imaging.io import VolumeTooLarge
+    from curation.imaging.convert import convert_path
+    from curation.io.volumes import VolumeTooLarge, save_nifti
 
     if not src.exists():
         _err(f"{src}: does not exist")

@@ -1,9 +1,10 @@
-"""One pydantic model per params.yaml section; unknown keys are errors."""
+"""One pydantic model per params.yaml section; unknown keys are errors. And each source's spec file."""
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -296,3 +297,13 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> Params:
         return Params.model_validate(raw)
     except ValidationError as exc:
         raise ParamsError(validation_message(exc), path) from None
+
+
+def load_spec(source: str) -> dict[str, Any]:
+    """A source's spec, ``curation/ingest/specs/<source>.yaml``: ingest reads the source by it, and deidentify takes
+    from it what the source declares (its attribution template, whether its series ids identify the participant)."""
+    text = resources.files("curation").joinpath("ingest", "specs", f"{source}.yaml").read_text(encoding="utf-8")
+    spec = yaml.safe_load(text)
+    if not isinstance(spec, dict):
+        raise ParamsError("spec is not a mapping", f"curation/ingest/specs/{source}.yaml")
+    return spec

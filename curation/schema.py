@@ -174,6 +174,13 @@ class Publication(Model):
     url: str | None = None
 
 
+def attribution_of(authors: list[str], journal: str, doi: str | None) -> str:
+    """What the licence asks for: the authors, the journal and the DOI. Not the title, which names the patient in
+    some case reports ("... in Mr. X of Boston, MRN ..."); the title is text and is de-identified as such."""
+    who = ", ".join(authors) or "the authors"
+    return f"{who}. {journal}. doi:{doi}" if doi else f"{who}. {journal}."
+
+
 class Provenance(Model):
     source_paths: list[str] = Field(default_factory=list, description="SHA-256 of source-relative paths")
     stages: dict[str, str] = Field(default_factory=dict)

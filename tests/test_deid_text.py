@@ -200,8 +200,7 @@ def test_attribution_keeps_authors_and_journal_not_the_patient_in_a_title(tool: 
     de-identified; an attribution built from the title, as ingest once did, is de-identified too; the attribution
     ingest builds now (authors, journal, DOI) and a source's template attribution are kept whole."""
     from curation.deid.stage import declared_attribution
-    from curation.ingest.case_reports import attribution_of
-    from curation.schema import Publication
+    from curation.schema import Publication, attribution_of
 
     title = "Cerebral abscess in Mr. Walter Bishop of Boston, MRN 22-781-443"
     pub = Publication(title=title, journal="Unit Neurology Reports", doi="10.0000/unr.1", authors=["Ada Quist"])

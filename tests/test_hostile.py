@@ -951,7 +951,7 @@ def test_a_deflated_dicom_that_inflates_past_the_bound_is_refused(tmp_path: Path
     import pydicom
     from pydicom.uid import DeflatedExplicitVRLittleEndian
 
-    from curation.imaging.io import read_checked
+    from curation.io.dicom import read_checked
 
     ds = pydicom.dcmread(Path(pydicom.__file__).parent / "data" / "test_files" / "MR_small.dcm")
     ds.add_new(0x00291010, "OB", bytes(8 << 20))  # 8 MB of zeros: a few KB once deflated

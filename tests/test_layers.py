@@ -1,5 +1,5 @@
-"""The layering contract (.importlinter): stages in pipeline order, the CLI on top, imaging.io and the shared
-modules at the bottom. A new back-edge fails here with the import that makes it."""
+"""The layering contract (.importlinter): stages in pipeline order, the CLI on top, io and the shared modules at
+the bottom. A new back-edge fails here with the import that makes it."""
 
 from __future__ import annotations
 

@@ -565,7 +565,7 @@ def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, 
     """De-identify one file to ``dst`` (atomically); never raises on a bad input. An ok outcome carries the
     ``actions`` applied (and, verified, ``values_checked``). ``verify``: compare the file written with its input
     (``verify.compare_files``) and fail it, removed, on any finding."""
-    from curation.imaging.io import read_checked
+    from curation.io.dicom import read_checked
     from curation.records import atomic_open
 
     # one read: the checks and the de-identification share the dataset

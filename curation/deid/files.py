@@ -6,6 +6,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+from curation.io.images import ImageTooLarge, open_bounded
 from curation.report import Outcome
 
 # Sidecar keys that describe the acquisition, not the person or the place
@@ -31,7 +32,7 @@ def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> Outcome:
     lists the header fields ``removed``."""
     import nibabel as nib
 
-    from curation.imaging.io import VolumeTooLarge, check_volume_header
+    from curation.io.volumes import VolumeTooLarge, check_volume_header
 
     try:
         img = nib.load(src)
@@ -57,32 +58,6 @@ def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> Outcome:
 
         raise_if_resource(exc, dst)  # a full disk stops the run; it is not this volume's fault
         return Outcome.failure("volume_deid_failed", f"{type(exc).__name__}: {exc}")
-
-
-def open_bounded(src: str, max_pixels: int | None) -> Any:
-    """``Image.open`` that refuses, from the header alone, an image over ``max_pixels`` (a decompression bomb):
-    raises ``ImageTooLarge``. Pillow's own bomb check is replaced by this one, so the bound is the parameter."""
-    import warnings
-
-    from PIL import Image
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
-        old = Image.MAX_IMAGE_PIXELS
-        Image.MAX_IMAGE_PIXELS = None  # our bound, below, from the header; Pillow's would raise on open
-        try:
-            im = Image.open(src)
-        finally:
-            Image.MAX_IMAGE_PIXELS = old
-    n = im.width * im.height
-    if max_pixels is not None and n > max_pixels:
-        im.close()
-        raise ImageTooLarge(f"{im.width}x{im.height} = {n} pixels, over bounds.max_image_pixels {max_pixels}")
-    return im
-
-
-class ImageTooLarge(ValueError):
-    pass
 
 
 def clean_image(src: str, dst: str, max_pixels: int | None = None) -> Outcome:

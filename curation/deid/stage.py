@@ -15,15 +15,14 @@ from curation.deid.elements import edition_id, load_table
 from curation.deid.files import clean_image, clean_sidecar, clean_volume
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
-from curation.imaging.io import VOLUME_SUFFIXES
-from curation.ingest.base import load_spec
+from curation.io.volumes import VOLUME_SUFFIXES
 from curation.names import printable
 from curation.parallel import pmap
-from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams
+from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams, load_spec
 from curation.paths import OUTSIDE_INPUT, input_rel, readable, safe_name, walk_files
 from curation.records import keyed_hash, project_secret, read_jsonl, relpath, staged_dir, write_jsonl, write_text
 from curation.report import Kind, Outcome, Report
-from curation.schema import Case
+from curation.schema import Case, attribution_of
 
 # Every string field of a case, in one of two lists (tests/test_deid_text.py fails when a field of the schema is in
 # neither). Free text from a source goes through text de-identification; "[]" is every item of a list, "*" every
@@ -99,12 +98,8 @@ def declared_attribution(case: Case) -> bool:
     if case.attribution is None:
         return True
     if case.publication is not None:
-        from curation.ingest.case_reports import attribution_of
-
         pub = case.publication
         return case.attribution == attribution_of(pub.authors, pub.journal or "", pub.doi)
-    from curation.ingest.base import load_spec
-
     template = str(load_spec(case.source.value).get("attribution") or "")
     fields = re.split(r"(\{\w+\})", template)
     pattern = "".join(r"[^,]{1,200}?" if re.fullmatch(r"\{\w+\}", f) else re.escape(f) for f in fields)
@@ -129,8 +124,6 @@ def _clean_texts(case: Case, text: TextDeidentifier, shift: int, known: list[str
     if case.publication is not None and not declared_attribution(case):
         # a case report's attribution rebuilt from its authors, journal and DOI: whatever else it held (a title
         # naming the patient, markup) goes, and the names the licence asks for stay
-        from curation.ingest.case_reports import attribution_of
-
         pub = case.publication
         case.attribution = attribution_of(pub.authors, pub.journal or "", pub.doi)
         audit.append({"case_id": case.case_id, "field": "attribution", "replaced": [],

@@ -25,7 +25,8 @@ from curation.deid.elements import (
 )
 from curation.deid.files import HEADER_TEXT_FIELDS, SIDECAR_DEVICE, SIDECAR_KEEP
 from curation.deid.text import policy
-from curation.imaging.io import VOLUME_SUFFIXES, is_dicom
+from curation.io.dicom import is_dicom
+from curation.io.volumes import VOLUME_SUFFIXES
 
 PSEUDONYM = re.compile(r"^(?:[a-z0-9]{2,8}-[0-9a-f]{12}|ANON-[0-9a-f]{12}|ANONYMIZED)$")
 DUMMIES = {"ANONYMIZED", "20000101", "000000", "20000101000000", "0", "000Y", "2.25.0"}

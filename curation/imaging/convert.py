@@ -8,9 +8,8 @@ from typing import Any
 import nibabel as nib
 import numpy as np
 
-from curation.imaging.io import VOLUME_SUFFIXES, VolumeTooLarge, check_volume_header, is_dicom, save_nifti
-
-__all__ = ["save_nifti"]  # re-exported: `curate imaging convert` writes through it
+from curation.io.dicom import is_dicom
+from curation.io.volumes import VOLUME_SUFFIXES, VolumeTooLarge, check_volume_header
 
 LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
 

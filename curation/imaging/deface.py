@@ -26,8 +26,8 @@ import numpy as np
 
 from curation.errors import InputError
 from curation.imaging import fitcache
-from curation.imaging.io import save_nifti
 from curation.imaging.sitk import coarse_copy, register_affine, to_sitk
+from curation.io.volumes import save_nifti
 
 VERSION = "2"  # 2: the affine stage capped at 30 steps on the working grid (sitk.AFFINE_STAGES)
 WORK_SPACING = 3.0  # mm; registrations run on copies resampled to this spacing (sitk.coarse_copy)

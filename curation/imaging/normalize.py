@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from curation.errors import InputError
-from curation.imaging.io import VolumeTooLarge, save_nifti
 from curation.imaging.sitk import from_sitk, ras_matrix, register_rigid, threads, to_sitk
+from curation.io.volumes import VolumeTooLarge, save_nifti
 from curation.parallel import pmap
 from curation.params import NormalizeParams
 from curation.paths import OUTSIDE_INPUT, readable, safe_name
@@ -537,8 +537,8 @@ class FigureTask:
 def process_figure(task: FigureTask) -> Outcome:
     from PIL import Image
 
-    from curation.deid.files import ImageTooLarge, open_bounded
     from curation.imaging.render import save_png
+    from curation.io.images import ImageTooLarge, open_bounded
 
     try:
         with open_bounded(task.path, task.max_pixels) as im:

@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from curation.errors import InputError
-from curation.ingest.base import IngestContext, load_spec
+from curation.ingest.base import IngestContext
 from curation.ingest.screen import screen
-from curation.params import IngestParams
+from curation.params import IngestParams, load_spec
 from curation.records import write_jsonl
 from curation.report import Report
 from curation.schema import Case, SourceName

@@ -9,26 +9,15 @@ import hashlib
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from curation.errors import InputError, ParamsError
+from curation.errors import InputError
 from curation.names import printable
 from curation.params import Bounds
 from curation.paths import inside, safe_name, walk_files
 from curation.records import copy_file, pseudonym, relpath
 from curation.report import Kind, Report
-
-
-def load_spec(source: str) -> dict[str, Any]:
-    text = resources.files("curation.ingest").joinpath("specs", f"{source}.yaml").read_text(encoding="utf-8")
-    spec = yaml.safe_load(text)
-    if not isinstance(spec, dict):
-        raise ParamsError("spec is not a mapping", f"curation/ingest/specs/{source}.yaml")
-    return spec
 
 
 def path_digest(rel: str) -> str:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from curation.errors import validation_message
 from curation.ingest.base import IngestContext, path_digest
 from curation.paths import safe_name, unique_name
-from curation.schema import Case, Figure, Provenance, Publication, SourceName
+from curation.schema import Case, Figure, Provenance, Publication, SourceName, attribution_of
 
 XLINK = "{http://www.w3.org/1999/xlink}href"
 CC = re.compile(r"\bCC[- ]BY(?:[- ](?:NC|SA|ND))*(?:[- ]\d\.\d)?\b", re.IGNORECASE)
@@ -192,13 +192,6 @@ def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Ca
         title=title or None, history=abstract, presentation=presentation, notes=discussion, figures=figures,
         provenance=Provenance(source_paths=[path_digest(where)]),
     )
-
-
-def attribution_of(authors: list[str], journal: str, doi: str | None) -> str:
-    """What the licence asks for: the authors, the journal and the DOI. Not the title, which names the patient in
-    some case reports ("... in Mr. X of Boston, MRN ..."); the title is text and is de-identified as such."""
-    who = ", ".join(authors) or "the authors"
-    return f"{who}. {journal}. doi:{doi}" if doi else f"{who}. {journal}."
 
 
 def _resolve(folder: Path, href: str, exts: list[str]) -> Path | None:

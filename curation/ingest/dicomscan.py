@@ -1,13 +1,13 @@
 """Ingest's scan of one DICOM file: its header fields for grouping into series, without aborting on junk.
 
-The reading and the checks (preamble, truncated pixels, DICOMDIR, no pixel data) are ``curation.imaging.io``'s."""
+The reading and the checks (preamble, truncated pixels, DICOMDIR, no pixel data) are ``curation.io.dicom``'s."""
 
 from __future__ import annotations
 
 import re
 from datetime import datetime
 
-from curation.imaging.io import read_unbounded
+from curation.io.dicom import read_unbounded
 from curation.report import Outcome
 
 IDENTITY_TAGS = ("SOPInstanceUID", "PatientID", "SeriesInstanceUID")

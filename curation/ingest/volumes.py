@@ -7,7 +7,7 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from curation.imaging.io import VolumeTooLarge, check_volume_header, volume_bytes
+from curation.io.volumes import VolumeTooLarge, check_volume_header, volume_bytes
 from curation.parallel import pmap
 from curation.report import Outcome
 

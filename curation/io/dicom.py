@@ -1,6 +1,4 @@
-"""The bottom imaging I/O layer: DICOM sniffing and checked reads, volume header bounds and NIfTI writing, below
-ingest, de-identification and imaging alike (none of them reads a DICOM file, trusts a volume header or writes a
-volume another way).
+"""DICOM sniffing and checked reads.
 
 A checked read never raises on a bad input: it answers with an :class:`~curation.report.Outcome` whose code is the
 quarantine reason (``skipped:not_dicom``, ``dicom_truncated``, ``dicom_inflates_too_large``...).
@@ -13,7 +11,6 @@ import zlib
 from pathlib import Path
 from typing import IO, Any
 
-from curation.records import write_bytes
 from curation.report import Outcome
 
 DICM = b"DICM"
@@ -22,11 +19,8 @@ DICOMDIR_UID = "1.2.840.10008.1.3.10"
 DEFLATED = "1.2.840.10008.1.2.1.99"
 CHUNK = 1 << 20
 NOT_DICOM = Outcome.skip("not_dicom", "no DICM preamble")
-# the file of an Analyze (.hdr, beside its .img) or NIfTI volume that names it
-VOLUME_SUFFIXES = (".nii.gz", ".nii", ".hdr")
 
 
-# ------------------------------------------------------------------ DICOM
 def has_dicm_prefix(head: bytes) -> bool:
     """Whether the first bytes of a file (at least 132) carry the DICM prefix after the preamble."""
     return len(head) >= PREAMBLE + 4 and head[PREAMBLE:PREAMBLE + 4] == DICM
@@ -160,42 +154,3 @@ def _number(ds: Any, tag: int, default: int | None = None) -> int:
             return int(value.decode("ascii").strip(" \x00") or default or 0)
     value = ds[tag].value
     return default if value in (None, "") and default is not None else int(value)
-
-
-# ------------------------------------------------------------------ volumes (Analyze / NIfTI)
-class VolumeTooLarge(ValueError):
-    """A volume whose header promises more decoded bytes than ``bounds.max_volume_bytes``."""
-
-
-def volume_bytes(img: Any) -> int:
-    """Decoded voxel bytes of a nibabel image, from its header alone (nothing is read)."""
-    import numpy as np
-
-    shape = tuple(int(v) for v in img.header.get_data_shape())
-    return int(np.prod(shape, dtype=np.float64)) * int(img.header.get_data_dtype().itemsize)
-
-
-def check_volume_header(img: Any, max_bytes: int | None) -> None:
-    """Raise :class:`VolumeTooLarge` when the header promises more than ``max_bytes`` decoded bytes."""
-    if max_bytes is None:
-        return
-    n = volume_bytes(img)
-    if n > max_bytes:
-        raise VolumeTooLarge(f"header promises {n} decoded bytes (shape {tuple(img.header.get_data_shape())}), "
-                             f"over bounds.max_volume_bytes {max_bytes}")
-
-
-def save_nifti(img: Any, path: str | Path) -> None:
-    """Write a single-file NIfTI atomically. ``.nii.gz`` is compressed with ISA-L (the gzip format at level 1, about
-    8x faster than zlib's level 1 for the same size) and a zero timestamp, so equal volumes give equal bytes."""
-    import nibabel as nib
-    import numpy as np
-
-    if not isinstance(img, nib.Nifti1Image | nib.Nifti2Image):
-        img = nib.Nifti1Image(np.asanyarray(img.dataobj), img.affine)
-    raw = img.to_bytes()
-    if Path(path).name.endswith(".gz"):
-        from isal import igzip
-
-        raw = igzip.compress(raw, compresslevel=1, mtime=0)
-    write_bytes(path, raw)

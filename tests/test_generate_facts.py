@@ -180,7 +180,8 @@ def test_tags_are_computed_from_the_item() -> None:
     assert ReasoningDim.long_tail not in got["case_most_likely_diagnosis"].reasoning_dims
     rare = report_case(lesion_side="right", deficit_side="left")
     rare.diagnosis = Diagnosis(primary="Primary CNS lymphoma", differential=["Glioblastoma"])  # 1 per 100,000
-    assert ReasoningDim.long_tail in by_template(engine().generate(rare)[0])["case_most_likely_diagnosis"].reasoning_dims
+    rare_dx = by_template(engine().generate(rare)[0])["case_most_likely_diagnosis"]
+    assert ReasoningDim.long_tail in rare_dx.reasoning_dims
     assert ReasoningDim.multi_source in got["case_most_likely_diagnosis"].reasoning_dims
     assert got["lesion_laterality"].visual_dims == [VisualDim.spatial]
     assert ReasoningDim.long_tail not in got["lesion_laterality"].reasoning_dims  # its side is not a rare question

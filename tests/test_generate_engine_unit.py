@@ -197,3 +197,10 @@ def test_next_step_options_are_the_first_steps_of_the_differential() -> None:
     assert got == ["treat B", "treat D", "treat C"]
     assert differential_next_steps(kb, "Disease A", ["Disease B variant"], "treat A", 3) == \
         ["treat B", "treat C", "wrong for A 1"]  # topped up from A's own wrong steps to exactly three
+    # a diagnosis whose first step is right for A too gives no option; an own wrong step that restates an offered
+    # one in other words is passed over
+    kb["shared_next_step"] = {"disease a": ["Disease B"]}
+    kb["next_steps"]["Disease A"] = ["treat A", "refer for surgical resection of the tumour", "watch and wait"]
+    kb["next_steps"]["Disease C"] = ["refer for surgical resection or biopsy"]
+    assert differential_next_steps(kb, "Disease A", ["Disease B variant", "Disease D"], "treat A", 3) == \
+        ["treat D", "refer for surgical resection or biopsy", "watch and wait"]

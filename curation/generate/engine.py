@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -115,8 +116,20 @@ def differential_next_steps(kb: dict[str, Any], dx: str | None, case_differentia
         first = keyed(steps, name)
         if first and first[0] != answer and first[0] not in pool:
             pool.append(first[0])
-    own = [x for x in (keyed(steps, dx) or [])[1:] if x not in pool]
+    # the table's own wrong steps, but none that restates a step already offered in other words ("resection of a
+    # tumour" beside "resection or biopsy": two options that differ by a clause read as one)
+    own = [x for x in (keyed(steps, dx) or [])[1:]
+           if x not in pool and all(_word_overlap(x, y) < NEAR_DUPLICATE for y in [answer, *pool])]
     return pool if len(pool) >= need else pool + own[:need - len(pool)]  # exactly ``need``: every one is shown
+
+
+NEAR_DUPLICATE = 0.5  # shared content words over the shorter option's: at or above it, two steps read as one
+
+
+def _word_overlap(a: str, b: str) -> float:
+    """The share of the shorter text's content words (four letters or more) that the other also has."""
+    wa, wb = ({w for w in re.findall(r"[a-z]{4,}", t.lower())} for t in (a, b))
+    return len(wa & wb) / max(1, min(len(wa), len(wb)))
 
 
 class Engine:

@@ -49,6 +49,11 @@ DEFECTS = {
                                          key=3),
     "mcq_answer_by_grammar": lambda: item(0, question="The abnormality on this image is best described as an",
                                           options=["oedema", "mass", "cyst", "tumour"], key=0),
+    # written here, not by the generator: only the key repeats a word of the history ("seizure" in "antiseizure")
+    "mcq_answer_by_echo": lambda: item(0, context="A 30-year-old had a first seizure at work.",
+                                       question="What should happen next?",
+                                       options=["Antiseizure medication and follow-up", "Lumbar puncture today",
+                                                "Carotid duplex and a statin", "Oral anticoagulation now"], key=0),
     "no_image": lambda: item(0, images=[]),
     "image_missing": lambda: item(0, write_image=False),
     "image_unreadable": lambda: unreadable(0),

@@ -45,6 +45,23 @@ def _article_cue(item: Item) -> bool:
     return agrees(item.answer) and not any(agrees(o) for o in item.options if plain(o) != plain(item.answer))
 
 
+_CONTENT_WORD = re.compile(r"[a-z]{5,}")
+
+
+def _echo_cue(item: Item) -> bool:
+    """A word of the history (context and clinician turns, not the question) that only the answer repeats, whole or
+    inside a longer word: "a first seizure" and "... and antiseizure medication" among options without it."""
+    history = " ".join([item.context or "", *(t.text for t in item.turns if t.role != "model")]).lower()
+    words = set(_CONTENT_WORD.findall(history))
+
+    def echoed(option: str) -> set[str]:
+        own = _CONTENT_WORD.findall(option.lower())
+        return {w for w in words if any(w in o for o in own)}
+
+    others = set().union(*(echoed(o) for o in item.options if plain(o) != plain(item.answer)))
+    return bool(echoed(item.answer) - others)
+
+
 MIN_OPTIONS, MAX_OPTIONS = 3, 8
 
 
@@ -71,6 +88,8 @@ def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
             reasons.append("mcq_answer_by_length")
         if _article_cue(item):
             reasons.append("mcq_answer_by_grammar")
+        if _echo_cue(item):
+            reasons.append("mcq_answer_by_echo")
     if not item.images:
         reasons.append("no_image")
     for img in item.images:

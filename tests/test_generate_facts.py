@@ -151,7 +151,10 @@ def test_item_text_has_no_deid_placeholders_or_dates() -> None:
         assert "MRI showed" not in it.context  # the presentation stops before imaging is told
     ctx = by_template(items)["case_most_likely_diagnosis"].context
     # age and sex come back from the case where the title was the only mention of them
-    assert ctx == "A 63-year-old man was brought in with three weeks of headache and new left arm weakness."
+    # and the sequence of the figure shown (its caption's), which a reader always knows
+    assert ctx == ("A 63-year-old man was brought in with three weeks of headache and new left arm weakness. "
+                   "The sequence shown is FLAIR.")
+    assert by_template(items)["case_most_likely_diagnosis"].evidence[0].sequence == "FLAIR"
 
 
 @pytest.mark.parametrize("text,expected", [

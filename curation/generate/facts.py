@@ -82,6 +82,7 @@ class Facts(BaseModel):
     weighting: str | None = None  # of the series a visit's anatomy images come from ("T1-weighted")
     sequence_choices: list[str] | None = None
     figure_id: str | None = None
+    image_sequence: str | None = None  # the sequence of the lesion image shown (a reader always knows it)
     lesion: LesionFacts | None = None
     findings_text: str | None = None
     territory: str | None = None
@@ -400,6 +401,13 @@ def _finding_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> 
                      x)
         f["lesion"] = {"label": x.label, "anatomy": where.anatomy, "laterality": where.laterality or x.laterality,
                        "sequence": x.sequence or where.sequence, "small": _described_small(case, x)}
+        shown = f["image"]["lesion"]
+        if not shown.get("sequence") and figure:  # a figure's sequence: its caption's, else the lesion's in the report
+            shown["sequence"] = next((y.sequence for y in case.findings
+                                      if y.source_field == f"figure:{figure}" and y.sequence),
+                                     f["lesion"]["sequence"])
+        if shown.get("sequence"):
+            f["image_sequence"] = shown["sequence"]
         seen: list[str] = []
         labels: set[str] = set()
         for y in imaging:  # each finding once, where the report puts it; what surrounds a lesion has no place

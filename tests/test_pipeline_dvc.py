@@ -72,6 +72,22 @@ def test_second_repro_is_a_no_op(project: tuple[Path, dict[str, str]]) -> None:
     assert (proj / "dvc.lock").read_bytes() == before
 
 
+def test_a_changed_render_alone_is_a_change_of_the_release(project: tuple[Path, dict[str, str]]) -> None:
+    """The release copies the images its items name under data/interim/normalize: a render that changes while the
+    items stay the same must rebuild it, so that stage declares the folder (it had not)."""
+    proj, env = project
+    png = sorted((proj / "data" / "interim" / "normalize").rglob("*.png"))[0]
+    original = png.read_bytes()
+    try:
+        png.write_bytes(original + b"\0")
+        r = _run(["dvc", "status", "release"], proj, env)
+        assert r.returncode == 0 and "data/interim/normalize" in r.stdout, r.stdout
+    finally:
+        png.write_bytes(original)
+    r = _run(["dvc", "status"], proj, env)
+    assert "up to date" in r.stdout.lower(), r.stdout
+
+
 def _digest(root: Path) -> dict[str, str]:
     import hashlib
 

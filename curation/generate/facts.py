@@ -74,6 +74,7 @@ class Facts(BaseModel):
     hippocampus_ml: float | None = None
     hippocampal_grade: str | None = None
     memory_picture: str | None = None
+    mmse_line: Any = None  # the MMSE under which memory_picture reads "impaired", told in the turn that gives the score
     ventricles_ml: float | None = None
     ventricle_grade: str | None = None
     nwbv: float | None = None
@@ -302,6 +303,7 @@ def _graded_facts(f: dict[str, Any], scores: dict[str, Any], knowledge: dict[str
             picture = _memory_picture(g, f.get("mmse"), knowledge)
             if picture:
                 f["memory_picture"] = picture
+                f["mmse_line"] = _fmt(knowledge["mmse_impaired_below"])
     if vent is not None and "ventricles" in images and isinstance(f.get("age"), int):
         f["ventricles_ml"] = round(vent / 1000, 1)
         bands = next((b for upper, b in knowledge.get("ventricles_ml_by_age", []) if f["age"] < upper), None)

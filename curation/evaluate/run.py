@@ -22,7 +22,7 @@ from curation.errors import InputError, ParamsError
 from curation.evaluate.scoring import BertScorer, weighted_score
 from curation.llm import LLMClient, Prompt, Request, load_prompt
 from curation.params import EvaluateParams, LlmParams, ModelSpec
-from curation.records import write_jsonl, write_text
+from curation.records import output_lock, write_jsonl, write_text
 from curation.release import read
 from curation.schema import ReleaseRow
 from curation.text import LETTERS, spaced
@@ -221,3 +221,26 @@ def write_skipped(out: Path, reason: str) -> None:
     write_text(out / "metrics.json", json.dumps({"skipped": reason}, indent=2) + "\n")
     write_text(out / "leaderboard.md", f"# Leaderboard\n\nSkipped: {reason}.\n")
     write_text(out / "plots" / "dimensions.json", "[]\n")
+
+
+def evaluate_release(p: EvaluateParams, release: Path, out: Path, *, images: Path | None = None,
+                     base_url: str | None = None, model: str | None = None) -> list[str]:
+    """``curate evaluate``: score the models of ``evaluate.models`` (and ``model`` at ``base_url``, both given or
+    neither) on a release, under ``out``'s one-writer lock, with ``images`` rebuilt for reference-only items. A run
+    that cannot happen (a release with no items, no model configured) is recorded as skipped. Returns the lines to
+    print: one per model, or the reason it was skipped."""
+    if images is not None:
+        p.rebuilt_images = str(images)
+    models = list(p.models)
+    if base_url and model:
+        models.append(ModelSpec(name=model.replace("/", "_"), model=model, base_url=base_url))
+    empty = release_is_empty(release)
+    if not models or empty:
+        reason = ("the release has no items" if empty else
+                  "no model configured (give --base-url and --model, or evaluate.models in params.yaml)")
+        write_skipped(out, reason)
+        return [f"evaluate: skipped: {reason}"]
+    with output_lock(out):
+        metrics = evaluate(p, release, out, models)
+    return [f"evaluate {name}: MCQ accuracy {m['mcq_accuracy']}, pass@1 {m['pass_at_1']}, pass@k {m['pass_at_k']}, "
+            f"{m['overall']['n_scored']} items -> {out}" for name, m in metrics.items()]

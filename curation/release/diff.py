@@ -64,6 +64,16 @@ def diff(a: Path, b: Path) -> dict[str, Any]:
     }
 
 
+def diff_lines(d: dict[str, Any]) -> list[str]:
+    """``curate release diff``'s table of a ``diff()`` result: the counts, then each dimension's added, removed and
+    changed items."""
+    c = d["counts"]
+    return [f"{d['a']} -> {d['b']}: {c['added']} added, {c['removed']} removed, {c['changed']} changed, "
+            f"{c['unchanged']} unchanged",
+            *(f"  {kind:<8} {dim:<40} {n}" for kind in ("added", "removed", "changed")
+              for dim, n in d["per_dimension"][kind].items())]
+
+
 def export_neural_medbench(release: Path, out: Path) -> int:
     """Neural-MedBench's JSON layout: one record per case with its text, images as data URIs and questions."""
     from curation.records import write_text

@@ -1,5 +1,6 @@
-"""Reading a release: its Parquet files (one per split) as ``ReleaseRow``s, and the ``datasets`` features that
-``release build`` writes them with. Every reader of a release (diff, export, rebuild, evaluate) goes through here."""
+"""Reading a release: its Parquet files (one per split) as ``ReleaseRow``s, the ``datasets`` features that
+``release build`` writes them with, and its manifest's summary (``release show``). Every reader of a release (diff,
+export, rebuild, evaluate) goes through here."""
 
 from __future__ import annotations
 
@@ -69,3 +70,15 @@ def rows(release: Path, splits: Sequence[str] = ()) -> Iterator[ReleaseRow]:
 
 _EMPTY = {n: (str if f.annotation is str else list) for n, f in ReleaseRow.model_fields.items()
           if n != "split" and (f.annotation is str or get_args(f.annotation) == (str,))}
+
+
+def summary_lines(release: Path) -> Iterator[str]:
+    """``curate release show``: a release's location, name and version, item counts and review status, from its
+    manifest (line by line, as each is read from it)."""
+    from curation.records import read_json
+
+    m = read_json(release / "manifest.json")
+    yield f"{release}: {m['name']} {m['version']}"
+    for key in ("split", "task_type", "source", "review_status"):
+        yield f"  {key}: " + ", ".join(f"{k}={v}" for k, v in m["counts"].get(key, {}).items())
+    yield f"  expert-reviewed: {m['reviewed_items']}, not reviewed: {m['unreviewed_items']}"

@@ -334,6 +334,21 @@ def status(params: ReviewParams, client: Any = None, secret: bytes | None = None
     }
 
 
+def status_lines(st: dict[str, Any]) -> list[str]:
+    """``curate review status``'s table of a ``status()`` result: progress, verdict and evidence agreement, then
+    annotations per reviewer and completion per task type and dimension."""
+    ag, ev = st["agreement"], st["evidence_agreement"]
+    return [
+        f"{st['project']}: {st['reviewed']}/{st['tasks']} tasks reviewed",
+        f"  verdict agreement: {ag['doubly_reviewed']} doubly reviewed, kappa {ag['cohen_kappa_verdict']}, "
+        f"alpha {ag['krippendorff_alpha_verdict']}; evidence visible: kappa {ag['cohen_kappa_evidence_visible']}",
+        f"  evidence agreement: {ev['pairs']} pairs of marks, same slice {ev['same_slice_rate']}, "
+        f"rectangle IoU {ev['rectangle_iou']} over {ev['rectangle_pairs']} same-slice rectangle pairs",
+        *(f"  {who}: {n} annotations" for who, n in st["per_reviewer"].items()),
+        *(f"  {dim:<40} {c['reviewed']:>5}/{c['total']}" for dim, c in st["per_dimension"].items()),
+    ]
+
+
 def load_items(path: Path) -> list[Item]:
     if not path.exists():
         raise InputError("no items.jsonl", path)

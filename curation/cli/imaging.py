@@ -1,0 +1,74 @@
+"""``curate imaging``: convert and render images outside the pipeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from curation.cli.common import ParamsOpt, _err, _section, clean_errors, writer
+
+app = typer.Typer(help="Convert and render images outside the pipeline.", no_args_is_help=True)
+
+
+@app.command("convert")
+@clean_errors
+def imaging_convert(
+    src: Annotated[Path, typer.Argument(help="DICOM file or series folder, Analyze .hdr, or NIfTI.")],
+    out: Annotated[Path, typer.Argument(help="Output .nii.gz (canonical RAS+).")],
+    params: ParamsOpt = Path("params.yaml"),
+) -> None:
+    """Convert one image or series to a canonical RAS+ NIfTI (within normalize.bounds.max_volume_bytes)."""
+    import nibabel as nib
+
+    from curation.imaging.convert import convert_path
+    from curation.io.volumes import VolumeTooLarge, save_nifti
+
+    if not src.exists():
+        _err(f"{src}: does not exist")
+        raise typer.Exit(3)
+    try:
+        img, info = convert_path(src, _section(params, "normalize").bounds.max_volume_bytes)
+    except VolumeTooLarge as exc:
+        _err(f"{src}: volume_too_large ({exc})")
+        raise typer.Exit(3) from None
+    except Exception as exc:
+        _err(f"{src}: cannot convert ({type(exc).__name__}: {exc})")
+        raise typer.Exit(3) from None
+    from curation.records import writing
+
+    with writer(out), writing(out):
+        if out.name.endswith((".nii", ".nii.gz")):
+            save_nifti(img, out)
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            nib.save(img, str(out))
+    typer.echo(f"{out}: shape {tuple(img.shape)}, orientation {info['orientation']}")
+
+
+@app.command("render")
+@clean_errors
+def imaging_render(
+    volume: Annotated[Path, typer.Argument(help="A NIfTI/Analyze volume.")],
+    out_dir: Annotated[Path, typer.Argument(help="Folder for PNG renders and renders.json.")],
+    params: ParamsOpt = Path("params.yaml"),
+    sequence: Annotated[str | None, typer.Option(help="The contrast (T1w, T2w, FLAIR, PD, ...): picks the "
+                                                      "registration template and the lesion polarity.")] = None,
+) -> None:
+    """Render mid/key slices in three planes plus a montage, and list them in renders.json."""
+    from curation.imaging.normalize import process_series
+    from curation.records import write_json
+    from curation.report import Outcome
+
+    fmt = "analyze" if volume.name.endswith(".hdr") else "nifti"
+    with writer(out_dir):
+        res = Outcome.from_result(process_series({"format": fmt, "files": [str(volume)],
+                                                  "params": _section(params, "normalize"), "out_dir": str(out_dir),
+                                                  "final_dir": str(out_dir), "sequence": sequence}))
+        if not res.ok:
+            _err(f"{volume}: {res.reason} ({res.detail})")
+            raise typer.Exit(3)
+        write_json(out_dir / "renders.json", res.data["renders"])
+    typer.echo(f"{out_dir}: {len(res.data['renders'])} renders")
+

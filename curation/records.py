@@ -163,7 +163,7 @@ def _write_holder(fd: int) -> None:
     import time
 
     prog = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
-    prog = "curate" if prog in ("cli.py", "__main__.py") else prog  # `python -m curation.cli`
+    prog = "curate" if prog == "__main__.py" else prog  # `python -m curation.cli`
     command = " ".join([prog, *sys.argv[1:]])
     info = {"pid": os.getpid(), "host": socket.gethostname(), "command": command[:200],
             "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}

@@ -255,3 +255,17 @@ def test_a_lesion_the_report_calls_small_makes_its_figure_items_small_object() -
     case.findings[1] = case.findings[1].model_copy(update={"start": case.notes.index("blooming focus")})
     got = by_template(engine().generate(case)[0])
     assert VisualDim.small_object not in got["lesion_laterality"].visual_dims  # "small" after it is another thing
+
+
+def test_difficulty_counts_what_the_image_reading_asks() -> None:
+    from curation.generate.tags import difficulty
+
+    adni = by_template(engine().generate(adni_case())[0])
+    # a small structure graded against age norms, then combined with a score given in a later turn
+    assert difficulty(adni["memory_clinic_consult"]) == "hard"
+    assert difficulty(adni["hippocampal_atrophy"]) == "medium"  # fine detail and age norms
+    assert VisualDim.fine_detail not in adni["ventricular_size"].visual_dims  # a large structure's size is global
+    assert difficulty(adni["ventricular_size"]) == "easy"  # age norms only
+    report = by_template(engine().generate(report_case(lesion_side="right", deficit_side="left"))[0])
+    assert difficulty(report["lesion_laterality"]) == "easy"  # one place on one image
+    assert difficulty(report["lesion_rationale"]) == "easy"  # an open answer adds nothing by itself

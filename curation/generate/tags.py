@@ -3,7 +3,8 @@
 - small_object: a target shown that covers under ``small_object_below`` of the brain in its slice (measured by the
   normalize stage on a volume), or a report's figure of a lesion its report calls small ("small", "punctate",
   "lacunar", a size up to 10 mm: facts._described_small), where no mask measures it
-- fine_detail: the answer is a grade of size or signal read off the image
+- fine_detail: the answer is a grade read off a small structure (the hippocampi), or a change of the ventricles
+  under ``SUBTLE_CHANGE`` of their volume (a gross one, or the size of a large structure, is a global judgement)
 - spatial: the answer depends on locating the finding (anatomy, side, territory)
 - temporal: two time points, registered and shown at the same position
 - multi_source: the image and a non-image fact the key depends on, stated in the context, are both needed
@@ -11,9 +12,10 @@
 - causal: the question asks why (a mechanism) or what to do next
 
 Difficulty, where no model rated it (``difficulty``): the number of demands the item makes of a reader of the image,
-each visual dimension one, each reasoning dimension but multi_source one, and more than one image one; easy at most
-1, medium 2, hard 3 or more. The answer's form (open, dialogue) and the history shown beside the image add nothing:
-every open or dialogue item had read "hard" whatever it asked (the review of the demo release, issue 29).
+each visual dimension one, each reasoning dimension but multi_source one, more than one image one (not for a
+registered pair: temporal counts it), a grade read against age norms one, and a dialogue whose later turn must be
+combined with the image one; easy at most 1, medium 2, hard 3 or more. An open answer and the history beside the
+image add nothing (every open or dialogue item had read "hard" whatever it asked; the reviews of issue 29).
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ import re
 from typing import Any
 
 from curation.generate.facts import keyed
-from curation.schema import Evidence, ItemFormat, ReasoningDim, TaskType, VisualDim
+from curation.schema import Evidence, Item, ItemFormat, ReasoningDim, TaskType, VisualDim
 
 SMALL_OBJECT_BELOW = 0.01
 # a grade or change of a structure read off one slice (a whole-brain montage or a large lesion is not fine detail)
-# (a sequence is told by the contrast of the whole slice, not a detail of it)
-FINE_DETAIL = {"hippocampal_grade", "ventricle_grade", "ventricle_change", "conversion"}
+# (a sequence is told by the contrast of the whole slice, and the size of the ventricles is a global judgement)
+FINE_DETAIL = {"hippocampal_grade", "conversion"}
+SUBTLE_CHANGE = 0.15  # a ventricular change under this share of the baseline volume is fine detail
+AGE_NORMED = {"hippocampal_grade", "ventricle_grade"}  # grades read against the age band's limits
 SPATIAL = {"lesion.anatomy", "lesion.laterality", "territory"}
 # the non-image facts each answer's key depends on (shown in the context, they make the item multi-source)
 DEPENDS_ON = {
@@ -60,14 +64,18 @@ def context_facts(context_template: str) -> set[str]:
     return names
 
 
-def demands(visual: list[VisualDim], reasoning: list[ReasoningDim], fmt: ItemFormat, n_images: int) -> int:
-    """What an item asks of a reader of its image, counted (see the module docstring); ``fmt`` is not counted."""
-    return len(visual) + sum(r != ReasoningDim.multi_source for r in reasoning) + int(n_images > 1)
+def demands(item: Item) -> int:
+    """What an item asks of a reader of its image, counted (see the module docstring)."""
+    answers = set((item.facts or {}).get("answer_facts") or [])
+    temporal = ReasoningDim.temporal in item.reasoning_dims
+    return (len(item.visual_dims) + sum(r != ReasoningDim.multi_source for r in item.reasoning_dims)
+            + int(len(item.images) > 1 and not temporal) + int(bool(answers & AGE_NORMED))
+            + int(item.format == ItemFormat.multi_turn and bool(item.turns)))
 
 
-def difficulty(visual: list[VisualDim], reasoning: list[ReasoningDim], fmt: ItemFormat, n_images: int) -> str:
+def difficulty(item: Item) -> str:
     """``easy``, ``medium`` or ``hard`` by the rule in the module docstring."""
-    n = demands(visual, reasoning, fmt, n_images)
+    n = demands(item)
     return "easy" if n <= 1 else ("medium" if n == 2 else "hard")
 
 
@@ -81,7 +89,10 @@ def compute(task_type: TaskType, answers: frozenset[str], context_template: str,
     small_figure = bool(lesion.get("small")) and any(e.target == "figure" for e in evidence)
     if (fractions and min(fractions) < small_object_below) or small_figure:
         visual.append(VisualDim.small_object)
-    if evidence and answers & FINE_DETAIL and all(e.plane != "montage" for e in evidence):
+    before, after = facts.get("ventricles_ml_baseline"), facts.get("ventricles_ml_followup")
+    subtle = ("ventricle_change" in answers and isinstance(before, int | float) and isinstance(after, int | float)
+              and before > 0 and abs(after - before) / before < SUBTLE_CHANGE)
+    if evidence and (answers & FINE_DETAIL or subtle) and all(e.plane != "montage" for e in evidence):
         visual.append(VisualDim.fine_detail)
     if evidence and answers & SPATIAL:
         visual.append(VisualDim.spatial)

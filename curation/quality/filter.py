@@ -194,8 +194,7 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
                 "best_blind_lift": t["best_blind_lift"], "above_threshold": t["above_threshold"],
                 "blocked": t["blocked"], "reasons": t["reasons"], "max_blind_lift": params.validity.max_blind_lift}}
             if item.difficulty is None:  # no difficulty model rated it: the computed rule (generate.tags)
-                item.difficulty = tags.difficulty(item.visual_dims, item.reasoning_dims, item.format,
-                                                  len(item.images))
+                item.difficulty = tags.difficulty(item)
                 item.quality["difficulty_by"] = "rule"
             item.status = "kept"
             kept.append(item)

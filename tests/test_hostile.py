@@ -313,7 +313,8 @@ def test_nifti_that_expands_to_gibs_is_refused_from_its_header(raw_copy: Path, t
     import resource
 
     from curation.deid.files import clean_volume
-    from curation.imaging.normalize import SeriesTask, process_series
+    from curation.imaging.normalize import process_series
+    from curation.imaging.steps.base import SeriesTask
 
     src = raw_copy / "oasis3"
     session = sorted(p for p in src.iterdir() if p.is_dir())[0]

@@ -8,7 +8,8 @@ import nibabel as nib
 import numpy as np
 from nibabel.processing import resample_to_output
 
-from curation.imaging.normalize import _n4, _resample
+from curation.imaging.steps.n4 import _n4
+from curation.imaging.steps.resampling import _resample
 
 
 def _centre(img: nib.Nifti1Image, thr: float) -> np.ndarray:
@@ -50,7 +51,7 @@ def test_n4_removes_a_smooth_bias_field():
 
 def test_register_series_lines_up_a_displaced_sequence(tmp_path):
     from curation.demo.phantom import CONTRAST, Lesion, head
-    from curation.imaging.normalize import RegisterTask, register_series
+    from curation.imaging.register import RegisterTask, register_series
     from curation.params import NormalizeParams
 
     aff = np.diag([1.0, 1.0, 1.0, 1.0])
@@ -103,7 +104,8 @@ def test_process_series_sets_the_thread_count_and_restores_it(tmp_path):
     import SimpleITK as sitk
 
     from curation.demo.phantom import head
-    from curation.imaging import normalize
+    from curation.imaging import normalize, steps
+    from curation.imaging.steps.base import SeriesTask
     from curation.params import NormalizeParams
 
     path = tmp_path / "t1.nii.gz"
@@ -115,19 +117,19 @@ def test_process_series_sets_the_thread_count_and_restores_it(tmp_path):
         seen.append(sitk.ProcessObject.GetGlobalDefaultNumberOfThreads())
         return img, None
 
-    task = normalize.SeriesTask("nifti", [str(path)], NormalizeParams(deface=False, key_slices=False),
-                                str(tmp_path / "out"), str(tmp_path / "out"), "T1w", threads=before + 1)
-    original = normalize.STEPS
-    normalize.STEPS = (*original[:3], spy, *original[3:])
+    task = SeriesTask("nifti", [str(path)], NormalizeParams(deface=False, key_slices=False),
+                     str(tmp_path / "out"), str(tmp_path / "out"), "T1w", threads=before + 1)
+    original = steps.STEPS
+    steps.STEPS = (*original[:3], spy, *original[3:])
     try:
         res = normalize.process_series(task)
     finally:
-        normalize.STEPS = original
+        steps.STEPS = original
     assert res.ok, res
     assert seen == [before + 1] and sitk.ProcessObject.GetGlobalDefaultNumberOfThreads() == before
     assert [st.name for st in res.data["steps"]][0] == "to_canonical_ras"
     # a refusing step answers with its outcome, and the count is restored all the same
-    bad = normalize.process_series(normalize.SeriesTask("nifti", [str(tmp_path / "none.nii.gz")], task.params,
-                                                        task.out_dir, task.final_dir, threads=before + 1))
+    bad = normalize.process_series(SeriesTask("nifti", [str(tmp_path / "none.nii.gz")], task.params,
+                                              task.out_dir, task.final_dir, threads=before + 1))
     assert not bad.ok and bad.reason == "convert_failed"
     assert sitk.ProcessObject.GetGlobalDefaultNumberOfThreads() == before

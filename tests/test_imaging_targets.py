@@ -154,7 +154,8 @@ def test_plane_qc_rules() -> None:
 
 def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
     """35 sagittal slices 4.8 mm apart: no axial or coronal reformat, no montage, reasons recorded."""
-    from curation.imaging.normalize import SeriesTask, process_series
+    from curation.imaging.normalize import process_series
+    from curation.imaging.steps.base import SeriesTask
 
     vol = phantom.head("FLAIR", seed=3)
     xs = np.round(np.linspace(10, phantom.SHAPE[0] - 11, 35)).astype(int)
@@ -179,7 +180,8 @@ def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
 
 def test_no_brain_no_anatomy_renders(tmp_path: Path) -> None:
     """A uniform cylinder (a QA phantom): the template fit is refused, so nothing claims to show a hippocampus."""
-    from curation.imaging.normalize import SeriesTask, process_series
+    from curation.imaging.normalize import process_series
+    from curation.imaging.steps.base import SeriesTask
 
     g = np.indices((100, 120, 110)).astype(np.float32)
     cyl = ((g[0] - 50) ** 2 + (g[1] - 60) ** 2 < 40**2) & (g[2] > 10) & (g[2] < 100)
@@ -198,7 +200,8 @@ def test_no_brain_no_anatomy_renders(tmp_path: Path) -> None:
 def test_real_siemens_mprage(tmp_path: Path) -> None:
     """The dcm_qa XA30 'T1w MPRAGE' (2 mm isotropic, sagittal): 2 mm between samples everywhere, so only its
     native sagittal plane is rendered; and it is a uniform QA bottle, not a head, so no anatomy target is claimed."""
-    from curation.imaging.normalize import SeriesTask, process_series
+    from curation.imaging.normalize import process_series
+    from curation.imaging.steps.base import SeriesTask
 
     files = sorted(str(f) for f in MPRAGE.glob("*.dcm"))
     out = tmp_path / "out"

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from curation.records import write_bytes
+from curation.params import NormalizeParams
+from curation.records import relpath, write_bytes
 
 PLANE_AXIS = {"sagittal": 0, "coronal": 1, "axial": 2}
+WINDOW_PERCENTILES = (1.0, 99.5)  # a volume's window: these percentiles of its foreground (the render step's record)
 
 
 def slice_2d(vol: np.ndarray, plane: str, index: int) -> np.ndarray:
@@ -65,3 +68,65 @@ def montage(slices: list[Image.Image], cols: int, labels: tuple[str, str, str, s
         draw.text((x + w // 2 - 3, y + 2), top, fill=255)
         draw.text((x + w // 2 - 3, y + h - 12), bottom, fill=255)
     return sheet
+
+
+def render_volume(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], p: NormalizeParams, out_dir: Path,
+                  final_dir: Path, *, targets: list[dict[str, Any]] | None = None,
+                  refused: dict[str, str] | None = None, window_override: tuple[float, float] | None = None,
+                  role: str = "target",
+                  prefix: str = "") -> list[dict[str, Any]]:
+    """The PNG renders of a normalized volume (mid planes, target slices, montages); deterministic byte for byte.
+    Planes in ``refused`` (acquisition QC) are not rendered. With ``prefix`` only the targets are rendered (the
+    follow-up of a longitudinal pair, at the baseline's slices and window)."""
+    refused = refused or {}
+    if window_override is not None:
+        wlo, whi = window_override
+    else:  # windowing on the normalized volume: fixed percentiles of the foreground
+        wlo, whi = (float(v) for v in np.percentile(data[fg] if fg.any() else data, list(WINDOW_PERCENTILES)))
+    win = [round(wlo, 6), round(whi, 6)]
+    renders: list[dict[str, Any]] = []
+    if not prefix:
+        for plane in p.planes:
+            if plane in refused:
+                continue
+            n = data.shape[PLANE_AXIS[plane]]
+            for f in p.slice_fractions:
+                idx = min(n - 1, int(round(f * (n - 1))))
+                renders.append(_render_slice(data, plane, idx, wlo, whi, spacing, p, out_dir, final_dir,
+                                             {"role": "mid"}, f"{plane}_{idx:03d}.png"))
+        if p.montage and "axial" not in refused:
+            n = data.shape[2]
+            idxs = [int(round(f * (n - 1))) for f in np.linspace(0.25, 0.8, 9)]
+            renders.append(_render_montage(data, idxs, wlo, whi, spacing, out_dir, final_dir, "montage_axial.png",
+                                           {"role": "montage", "window": win}))
+    for t in targets or []:
+        plane = "axial" if t["plane"] == "montage" else t["plane"]
+        if plane in refused:
+            continue
+        meta = {"role": role, "target": t["target"], "located_by": t["located_by"]}
+        if t["plane"] == "montage":
+            meta["position_mm"] = t["positions_mm"][len(t["positions_mm"]) // 2]
+            renders.append(_render_montage(data, t["slices"], wlo, whi, spacing, out_dir, final_dir,
+                                           f"{prefix}{t['target']}_montage.png", {**meta, "window": win}))
+            continue
+        meta["position_mm"] = t["position_mm"]
+        renders.append(_render_slice(data, plane, t["slice_index"], wlo, whi, spacing, p, out_dir, final_dir, meta,
+                                     f"{prefix}{t['target']}_{plane}_{t['slice_index']:03d}.png"))
+    return renders
+
+
+def _render_slice(data: np.ndarray, plane: str, idx: int, wlo: float, whi: float, spacing: tuple[float, ...],
+                  p: NormalizeParams, out_dir: Path, final_dir: Path, meta: dict[str, Any],
+                  name: str) -> dict[str, Any]:
+    axis = PLANE_AXIS[plane]
+    sp = [s for i, s in enumerate(spacing) if i != axis][::-1]
+    save_png(to_png(window(slice_2d(data, plane, idx), wlo, whi), p.render_size, (sp[0], sp[1])), out_dir / name)
+    return {"plane": plane, "slice_index": idx, "window": [round(wlo, 6), round(whi, 6)],
+            "path": relpath(final_dir / name), **meta}
+
+
+def _render_montage(data: np.ndarray, idxs: list[int], wlo: float, whi: float, spacing: tuple[float, ...],
+                    out_dir: Path, final_dir: Path, name: str, meta: dict[str, Any]) -> dict[str, Any]:
+    tiles = [to_png(window(slice_2d(data, "axial", i), wlo, whi), 128, (spacing[1], spacing[0])) for i in idxs]
+    save_png(montage(tiles, 3, ("R", "L", "A", "P")), out_dir / name)
+    return {"plane": "montage", "slice_index": None, "path": relpath(final_dir / name), **meta}

@@ -1,0 +1,113 @@
+"""Registration of normalized series: a sequence onto its visit's T1w, a follow-up T1w onto the baseline's."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from curation.imaging.render import render_volume
+from curation.imaging.sitk import from_sitk, ras_matrix, register_rigid, to_sitk
+from curation.imaging.steps.base import _FromMapping, _step
+from curation.imaging.steps.qc_metrics import _qc
+from curation.io.volumes import save_nifti
+from curation.params import NormalizeParams
+from curation.report import Outcome
+
+
+@dataclass(frozen=True)
+class RegisterTask(_FromMapping):
+    """A normalized series (``moving``, staged in ``out_dir``) to register onto ``fixed``, the normalized series
+    of ``reference``."""
+
+    params: NormalizeParams
+    fixed: str
+    moving: str
+    out_dir: str
+    final_dir: str
+    reference: str
+    sequence: str | None = None
+    refused: dict[str, str] = field(default_factory=dict)  # planes the acquisitions cannot show
+
+
+@dataclass(frozen=True)
+class PairTask(RegisterTask):
+    """A follow-up T1w onto the baseline's (``reference`` of ``reference_visit``), rendered at the baseline's
+    ``targets`` with its ``window``."""
+
+    reference_visit: str = ""
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    window: tuple[float, ...] | None = None  # the baseline's (lo, hi)
+
+
+def _registered(job: RegisterTask, spacing_mm: float) -> tuple[Any, float, Any, tuple[float, ...]] | Outcome:
+    """``job.moving`` registered rigidly onto ``job.fixed`` (on copies at ``spacing_mm``) and resampled onto the
+    fixed grid: (transform, final metric, NIfTI image, the fixed image's spacing), or the failure."""
+    import nibabel as nib
+
+    try:
+        fixed_img, moving_img = nib.load(job.fixed), nib.load(job.moving)
+        tx, metric, out = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), spacing_mm)
+    except Exception as exc:
+        return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}")
+    spacing = tuple(round(float(z), 4) for z in fixed_img.header.get_zooms()[:3])
+    return tx, metric, from_sitk(out, fixed_img.affine, spacing), spacing
+
+
+def register_series(task: RegisterTask | Mapping[str, Any]) -> Outcome:
+    """Rigid registration of a normalized series to its visit's T1w (Mattes MI), resampled onto the T1w grid,
+    then rendered again. Single-threaded with regular sampling, so the result is the same on every run."""
+    job = RegisterTask.of(task)
+    p = job.params
+    out_dir, final_dir = Path(job.out_dir), Path(job.final_dir)
+    done = _registered(job, REGISTER_SPACING)
+    if isinstance(done, Outcome):
+        return done
+    tx, metric, img, spacing = done
+    data = np.asarray(img.dataobj, dtype=np.float32)
+    save_nifti(img, out_dir / "volume.nii.gz")
+    for old in out_dir.glob("*.png"):
+        old.unlink()
+    fg = data > float(data.mean())
+    from curation.imaging.targets import locate
+
+    located = locate(data, img.affine, job.sequence, p) if p.key_slices else {"targets": [], "anatomy": {}}
+    refused = job.refused
+    renders = render_volume(data, fg, spacing, p, out_dir, final_dir, targets=located["targets"], refused=refused)
+    params = [round(float(v), 4) for v in tx.GetParameters()] if hasattr(tx, "GetParameters") else []
+    step = _step("register_rigid", reference=job.reference, metric="MattesMI", final_metric=round(metric, 4),
+                 transform=params)
+    return Outcome.success(renders=renders, spacing=spacing, shape=tuple(int(v) for v in data.shape), step=step,
+                           qc={**_qc(data, fg, spacing, {}), "planes_refused": sorted(refused),
+                               "planes_refused_reason": refused, "anatomy": located["anatomy"],
+                               "targets": located["targets"]})
+
+
+REGISTER_SPACING = 2.0  # mm: within-visit registrations run on copies at this spacing
+PAIR_SPACING = 3.0  # mm: longitudinal registrations run on copies at this spacing, then resample the 1 mm volume
+
+
+def pair_series(task: PairTask | Mapping[str, Any]) -> Outcome:
+    """A follow-up T1w registered (rigid, Mattes MI on 3 mm copies) to the baseline T1w and rendered at the
+    baseline's target slices (same grid, so the same position in mm) with the baseline's window."""
+    job = PairTask.of(task)
+    p = job.params
+    done = _registered(job, PAIR_SPACING)
+    if isinstance(done, Outcome):
+        return done
+    tx, metric, img, spacing = done
+    data = np.asarray(img.dataobj, dtype=np.float32)
+    fg = data > float(data.mean())
+    renders = render_volume(data, fg, spacing, p, Path(job.out_dir), Path(job.final_dir),
+                            targets=job.targets, refused=job.refused, window_override=job.window,
+                            role="paired", prefix="paired_")
+    for r in renders:
+        r["located_by"] = f"registered_to:{job.reference}"
+    ras = ras_matrix(tx)  # the same map in RAS mm: baseline point -> follow-up point
+    step = _step("register_to_baseline", reference=job.reference, reference_visit=job.reference_visit,
+                 metric="MattesMI", final_metric=round(metric, 4), spacing_mm=PAIR_SPACING,
+                 baseline_to_followup_ras=[[round(float(v), 5) for v in row] for row in ras])
+    return Outcome.success(renders=renders, step=step)

@@ -1,0 +1,99 @@
+"""What every imaging step shares: the series task and context, the refusal, and the provenance record.
+
+A step is ``(image, ctx) -> (image, Step | None)``: the nibabel image it hands on and what it records into the
+series' provenance (None: it did not apply, or it only writes). A step that refuses the series raises Refused.
+What a step records comes from the constants it runs with (``step(name, **params)``), never a copy of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from curation.params import NormalizeParams
+from curation.report import Outcome
+from curation.schema import Step
+
+VERSION = "1"
+
+
+class _FromMapping:
+    """``of(task)``: a task dataclass from a mapping with its field names (the dicts tasks used to be)."""
+
+    @classmethod
+    def of(cls, task: Any) -> Any:
+        if isinstance(task, cls):
+            return task
+        return cls(**{f.name: task[f.name] for f in fields(cls) if f.name in task})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class SeriesTask(_FromMapping):
+    """One series to normalize: its files, where its outputs are staged (``out_dir``) and where they will lie once
+    the stage commits (``final_dir``, the paths written into the records). Plain data, so it pickles to workers."""
+
+    format: str
+    files: list[str]
+    params: NormalizeParams
+    out_dir: str
+    final_dir: str
+    sequence: str | None = None
+    threads: int | None = None  # SimpleITK's thread count while this task runs (None: as it is)
+
+    @property
+    def inputs(self) -> list[str]:
+        return list(self.files)
+
+
+@dataclass
+class SeriesContext:
+    """What the steps of one series hand on besides the image: what conversion read, the acquisition's sampling
+    and what the later steps made (renders, QC)."""
+
+    task: SeriesTask
+    info: dict[str, Any] = field(default_factory=dict)
+    src_affine: Any = None  # the acquisition's sampling, before any resampling
+    defaced: bool = False
+    fit: Any = None  # the anatomy fit (anatomy.Fit), made once and used by defacing and target location
+    fit_failed: str | None = None
+    fg: Any = None  # foreground mask of the volume before intensity normalization
+    spacing: tuple[float, ...] = ()
+    sidecar: dict[str, Any] = field(default_factory=dict)
+    sampling: tuple[float, ...] = ()
+    refused: dict[str, str] = field(default_factory=dict)
+    located: dict[str, Any] = field(default_factory=lambda: {"targets": [], "anatomy": {}})
+    renders: list[dict[str, Any]] = field(default_factory=list)
+    qc: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def params(self) -> NormalizeParams:
+        return self.task.params
+
+
+class Refused(Exception):
+    """A step that will not go on with this series; its outcome is the quarantine reason."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.detail)
+        self.outcome = outcome
+
+
+def _step(name: str, version: str = VERSION, /, **args: Any) -> Step:
+    """The provenance record of a step: its name, its version and the parameters it ran with."""
+    return Step(name=name, args=args, version=version)
+
+
+SeriesStepFn = Callable[[Any, SeriesContext], tuple[Any, "Step | None"]]
+
+
+def _data(img: Any) -> np.ndarray:
+    return np.asarray(img.dataobj, dtype=np.float32)
+
+
+def _wants_deface(ctx: SeriesContext) -> bool:
+    """Whether this series is to be defaced: ``deface`` on, and its sequence among ``deface_sequences`` (None: all)."""
+    p = ctx.params
+    return bool(p.deface) and (p.deface_sequences is None or ctx.task.sequence in p.deface_sequences)

@@ -1,0 +1,24 @@
+"""Step ``locate_targets``: the planes the sampling cannot show, and the target slices to render."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from curation.imaging.steps.base import SeriesContext, _data, _step
+from curation.schema import Step
+
+
+def locate_targets(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    """The planes the acquisition's sampling cannot show, and the target slices (anatomy, lesions) to render."""
+    from curation.imaging.targets import locate, refused_planes, sampling_mm
+
+    p = ctx.params
+    ctx.sampling = sampling_mm(ctx.src_affine)
+    ctx.refused = refused_planes(ctx.sampling, p.max_reformat_spacing_mm)
+    if not p.key_slices:
+        return img, None
+    ctx.located = locate(_data(img), img.affine, ctx.task.sequence, p, ctx.refused, fit=ctx.fit)
+    if ctx.fit_failed:
+        ctx.located["anatomy"].update(fit="failed", not_located={t: ctx.fit_failed for t in sorted(p.targets)})
+        ctx.located["targets"] = []
+    return img, _step("locate_targets", **dict(ctx.located["anatomy"].items()))

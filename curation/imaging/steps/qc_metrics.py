@@ -1,0 +1,39 @@
+"""Step ``qc``: foreground, SNR and acquisition flags of the normalized volume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from curation.imaging.steps.base import SeriesContext, _data
+from curation.schema import Step
+
+
+def qc(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
+    ctx.qc = _qc(_data(img), ctx.fg, ctx.spacing, ctx.info)
+    ctx.qc.update({"source_sampling_mm": list(ctx.sampling), "planes_refused": sorted(ctx.refused),
+                   "planes_refused_reason": ctx.refused, "anatomy": ctx.located["anatomy"],
+                   "targets": ctx.located["targets"]})
+    return img, None
+
+
+def _qc(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], info: dict[str, Any]) -> dict[str, Any]:
+    bg = ~fg
+    snr = float(data[fg].mean() / max(float(data[bg].std()), 1e-6)) if fg.any() and bg.any() else 0.0
+    flags = []
+    frac = float(fg.mean())
+    if frac < 0.05:
+        flags.append("low_foreground")
+    if snr < 3:
+        flags.append("low_snr")
+    if info.get("duplicate_slices"):
+        flags.append("duplicate_slices")
+    if info.get("irregular_gaps"):
+        flags.append("irregular_slice_gaps")
+    if min(data.shape) < 16:
+        flags.append("too_few_slices")
+    return {"foreground_fraction": round(frac, 4), "snr": round(snr, 3), "intensity_min": round(float(data.min()), 4),
+            "intensity_max": round(float(data.max()), 4), "slice_gap_mm": info.get("slice_gap_mm"),
+            "duplicate_slices": info.get("duplicate_slices", 0), "irregular_gaps": info.get("irregular_gaps", 0),
+            "source_orientation": info.get("orientation"), "flags": flags, "pass": not flags}

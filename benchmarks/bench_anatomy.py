@@ -1,6 +1,6 @@
 """The anatomy fit on a real 1 mm T1 head, against the bare registration library at the same settings.
 
-Ours: ``anatomy.fit_template`` (registration.yaml: start, rigid, cut to the brain, affine + SyN). Anchor: the same two
+Ours: ``templatefit.fit_template`` (registration.yaml: start, rigid, cut to the brain, affine + SyN). Anchor: the two
 ``ants.registration`` calls with the same keyword arguments on the same 2 mm copies, with nothing of ours around them
 (no start, no cut, no transform bookkeeping); both build the template before their clock starts (a worker builds it
 once for all its volumes). Also normalize's whole cost for that volume (fit, defacing, renders,
@@ -22,14 +22,14 @@ TARGET_S = 60.0
 OURS = """
 import json, sys, time
 import numpy as np, nibabel as nib
-from curation.imaging import anatomy
+from curation.imaging import anatomy, templatefit
 img = nib.as_closest_canonical(nib.load(sys.argv[1]))
 data, aff = np.asarray(img.dataobj, np.float32), img.affine
 # the template is built before the clock starts, as the anchor's is: a normalize worker builds it once for all the
 # volumes it fits (it is cached per process), so it is not a per-volume cost
-p = anatomy.registration_presets()
-anatomy._template("T1w", p.grid_mm); anatomy.template_maps(p.grid_mm); anatomy._fit_code()
-t = time.perf_counter(); anatomy.fit_template(data, aff, "T1w")
+p = templatefit.registration_presets()
+templatefit._template("T1w", p.grid_mm); anatomy.template_maps(p.grid_mm); templatefit._fit_code()
+t = time.perf_counter(); templatefit.fit_template(data, aff, "T1w")
 print(json.dumps({"seconds": time.perf_counter() - t}))
 """
 
@@ -37,12 +37,12 @@ BARE = """
 import json, os, sys, time
 os.environ.setdefault("ITK_GLOBAL_DEFAULT_NUMBER_OF_THREADS", "1")
 import numpy as np, nibabel as nib, ants
-from curation.imaging import anatomy
-p = anatomy.registration_presets()
+from curation.imaging import templatefit
+p = templatefit.registration_presets()
 img = nib.as_closest_canonical(nib.load(sys.argv[1]))
 data, aff = np.asarray(img.dataobj, np.float32), img.affine
-fixed = ants.resample_image(anatomy.to_ants(data, aff), (p.grid_mm,) * 3, use_voxels=False, interp_type=0)
-moving = anatomy._template("T1w", p.grid_mm)
+fixed = ants.resample_image(templatefit.to_ants(data, aff), (p.grid_mm,) * 3, use_voxels=False, interp_type=0)
+moving = templatefit._template("T1w", p.grid_mm)
 t = time.perf_counter()
 rigid = ants.registration(fixed=fixed, moving=moving, **p.rigid.kwargs())
 ants.registration(fixed=fixed, moving=moving, initial_transform=rigid["fwdtransforms"], **p.deformable.kwargs())

@@ -25,7 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from curation.imaging import anatomy  # noqa: E402
+from curation.imaging import anatomy, templatefit  # noqa: E402
 
 OUT = ROOT / "curation" / "demo" / "anatomy_warp.npz"
 STEP = 3  # field grid = every third voxel of the 1.5 mm demo grid (4.5 mm)
@@ -55,31 +55,31 @@ def main() -> int:
 
     maps = anatomy.template_maps(GRID)
     img = nib.load(str(_pydeface_head()))
-    fixed = anatomy.to_ants(np.asarray(img.dataobj, dtype=np.float32), img.affine)
+    fixed = templatefit.to_ants(np.asarray(img.dataobj, dtype=np.float32), img.affine)
     fixed = ants.resample_image(fixed, (GRID,) * 3, use_voxels=False, interp_type=0)
     linear = {"aff_iterations": (200, 100), "aff_shrink_factors": (4, 2), "aff_smoothing_sigmas": (2, 1),
               "random_seed": 5, "verbose": False}
     # 1. the template head (brain inside a synthetic head) onto the mean head, affine: where the mean head's brain is
-    head = ants.registration(fixed=fixed, moving=anatomy.to_ants(anatomy.template_head(GRID), maps.affine),
+    head = ants.registration(fixed=fixed, moving=templatefit.to_ants(anatomy.template_head(GRID), maps.affine),
                              type_of_transform="Affine", **linear)
-    placed = ants.apply_transforms(fixed=fixed, moving=anatomy.to_ants(maps.brain, maps.affine),
+    placed = ants.apply_transforms(fixed=fixed, moving=templatefit.to_ants(maps.brain, maps.affine),
                                    transformlist=head["fwdtransforms"]).numpy() > 0.5
     cut = fixed.new_image_like(fixed.numpy() * ndimage.binary_dilation(placed, iterations=4))
     # 2. brain to brain: the template's brain onto the mean head cut to its brain (grown by 6 mm), SyN with CC; a
     #    whole-head registration stretches the brain at the skull base, where the template's synthetic head differs
-    brain = anatomy.to_ants(maps.t1 * (maps.brain > 0.5), maps.affine)
+    brain = templatefit.to_ants(maps.t1 * (maps.brain > 0.5), maps.affine)
     reg = ants.registration(fixed=cut, moving=brain, type_of_transform="SyN", syn_metric="CC", syn_sampling=3,
                             initial_transform=head["fwdtransforms"], reg_iterations=(80, 40, 0), **linear)
     fwd = list(reg["fwdtransforms"])
     linear = next(f for f in fwd if f.endswith(".mat"))
-    rigid = _rigid_part(anatomy._linear_ras(linear))  # template mm -> mean-head mm, its rotation and shift
+    rigid = _rigid_part(templatefit._linear_ras(linear))  # template mm -> mean-head mm, its rotation and shift
     # the demo grid placed in the mean head's space by that rigid part; each voxel's template point, pulled back
     # through the whole registration, is read from coordinate maps of the template grid
     shape, aff = anatomy.head_grid(GRID)
-    ref = anatomy.to_ants(np.zeros(shape, np.float32), rigid @ aff)
+    ref = templatefit.to_ants(np.zeros(shape, np.float32), rigid @ aff)
     coords = maps.world()
     full = np.broadcast_arrays(*coords)
-    pulled = [ants.apply_transforms(fixed=ref, moving=anatomy.to_ants(np.ascontiguousarray(c, np.float32),
+    pulled = [ants.apply_transforms(fixed=ref, moving=templatefit.to_ants(np.ascontiguousarray(c, np.float32),
                                                                     maps.affine),
                                     transformlist=fwd, interpolator="linear").numpy() for c in full]
     # outside the template grid the coordinate maps read 0, which shows as a displacement of over 40 mm (nothing

@@ -59,6 +59,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, demo_raw: Path) -> Path:
     old = Path.cwd()
     os.chdir(ROOT)
     p = load_params(ROOT / "params.yaml")
+    p.ingest.copy_files = True  # the demo raw folder lies outside the work folder: copied, not pointed into
     p.generate.templates_dir = str(ROOT / p.generate.templates_dir)
     p.generate.knowledge = str(ROOT / p.generate.knowledge)
     p.extract.lexicon = str(ROOT / p.extract.lexicon)

@@ -143,6 +143,7 @@ def curated(download: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     work = tmp_path_factory.mktemp("adni-real-work")
     p = project_params()
+    p.ingest.copy_files = True  # the download lies outside the work folder: copied, not pointed into
     old = Path.cwd()
     os.chdir(work)
     try:

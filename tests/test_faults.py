@@ -242,11 +242,19 @@ def test_deid_dicom_on_a_disk_that_fills_fails_and_keeps_the_previous_output(tmp
     assert after == before and after_pool == before  # the same files, byte for byte; no staging folder, no lock
 
 
+def copying_params(tmp_path: Path) -> str:
+    """The project's params with ``ingest.copy_files: true``: these faults strike while ingest copies (the project
+    points into data/raw instead, #33), and the raw folder may lie outside the folder the stages write to."""
+    path = tmp_path / "params.yaml"
+    path.write_text((ROOT / "params.yaml").read_text().replace("copy_files: false", "copy_files: true", 1))
+    return str(path)
+
+
 @needs_tmpfs
 def test_ingest_and_deidentify_stage_on_a_full_disk_blame_the_disk_not_the_inputs(tmp_path: Path) -> None:
     """The deidentify stage failed but said "7 of 16 inputs failed"; ingest copying files into a full disk."""
     oasis1_raw(tmp_path / "raw", 6)
-    params = str(ROOT / "params.yaml")
+    params = copying_params(tmp_path)  # the copy into the output is what fills the disk
     ingest = ["ingest", "oasis1", str(tmp_path / "raw"), "ingest/oasis1", "--params", params]
     deid = ["deid", "run", "ingest", "deid", "--params", params]
     steps: list[list[object]] = [ingest, deid, ["tree", "ingest"], ["tree", "deid"], ["fill", 40 * 1024], ingest, deid,
@@ -262,7 +270,7 @@ def test_ingest_and_deidentify_stage_on_a_full_disk_blame_the_disk_not_the_input
 @needs_tmpfs
 def test_a_read_only_output_fails_in_one_line(tmp_path: Path) -> None:
     oasis1_raw(tmp_path / "raw", 2)
-    ingest = ["ingest", "oasis1", str(tmp_path / "raw"), "out", "--params", str(ROOT / "params.yaml")]
+    ingest = ["ingest", "oasis1", str(tmp_path / "raw"), "out", "--params", copying_params(tmp_path)]
     ok, before, failed, after = in_tmpfs(tmp_path, "4m", [ingest, ["tree", "out"], ["readonly"], ingest,
                                                               ["tree", "out"]])
     assert ok["rc"] == 0
@@ -274,7 +282,7 @@ def test_a_writer_killed_mid_stage_leaves_the_previous_output_and_its_lock_is_ta
     import time
 
     oasis1_raw(tmp_path / "raw", 80)
-    cmd = ["ingest", "oasis1", "raw", "out", "--params", str(ROOT / "params.yaml")]
+    cmd = ["ingest", "oasis1", "raw", "out", "--params", copying_params(tmp_path)]  # killed while it copies
     assert curate(*cmd, cwd=tmp_path).returncode == 0
     before = (tmp_path / "out" / "cases.jsonl").read_bytes()
     (tmp_path / "raw" / "OAS1_0001_MR1" / "RAW" / "OAS1_0001_MR1_mpr-1_anon.img").unlink()  # the rerun differs

@@ -109,21 +109,21 @@ def test_a_real_head_fitted_again_is_read_back_with_the_same_targets(store: Path
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     import nibabel as nib
 
-    from curation.imaging import anatomy
+    from curation.imaging import anatomy, templatefit
 
     img = nib.as_closest_canonical(nib.load(HEADS / "seg3d_mr.nii.gz"))
     data, aff = np.asarray(img.dataobj, dtype=np.float32), np.asarray(img.affine, dtype=np.float64)
-    first = anatomy.fit_template(data, aff, "T1w")
+    first = templatefit.fit_template(data, aff, "T1w")
     assert len(list(store.glob("??/*"))) == 1
 
     def refit(*_args: object) -> None:
         raise AssertionError("the second fit of the same series should come from the store")
 
-    monkeypatch.setattr(anatomy, "_fit", refit)
-    again = anatomy.fit_template(data, aff, "T1w")
+    monkeypatch.setattr(templatefit, "_fit", refit)
+    again = templatefit.fit_template(data, aff, "T1w")
     points = np.array([[-25.0, -22.0, -14.0], [0.0, 10.0, 15.0]])
     assert np.array_equal(again.matrix, first.matrix) and again.metric == first.metric and again.kind == first.kind
     assert np.allclose(again.to_series(points), first.to_series(points), atol=1e-6)
-    tpl = anatomy.template_maps(anatomy.registration_presets().grid_mm)
+    tpl = anatomy.template_maps(templatefit.registration_presets().grid_mm)
     a, b = (f.on_series([tpl.brain], tpl, data.shape, aff)[0] for f in (first, again))
     assert np.array_equal(a, b)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from curation.demo import phantom
-from curation.imaging import anatomy
+from curation.imaging import anatomy, lesions
 from curation.imaging.targets import PLANE_NORMAL, refused_planes, sampling_mm
 from curation.params import NormalizeParams
 
@@ -296,8 +296,8 @@ def test_t1_t2_lesion_finder_drops_fluid_edges() -> None:
     isolated = ((g[0] - 12) ** 2 + (g[1] - 12) ** 2 + (g[2] - 12) ** 2) < 16
     edge = ((g[0] - 28) ** 2 + (g[1] - 28) ** 2 + (g[2] - 27) ** 2) < 49
     data[isolated | edge] = 20
-    found = anatomy.find_lesion(data.astype(np.float32), gm, wm, "hypo", z=4, min_voxels=5, deep_white_only=True)
+    found = lesions.find_lesion(data.astype(np.float32), gm, wm, "hypo", z=4, min_voxels=5, deep_white_only=True)
     assert found is not None and np.allclose(found.centroid_vox, (12, 12, 12), atol=1)
     data[:, :, 32:] = 100 + rng.normal(0, 2, (40, 40, 8))  # no fluid: the edge cluster is a lesion, and larger
-    found = anatomy.find_lesion(data.astype(np.float32), gm, wm, "hypo", z=4, min_voxels=5, deep_white_only=True)
+    found = lesions.find_lesion(data.astype(np.float32), gm, wm, "hypo", z=4, min_voxels=5, deep_white_only=True)
     assert found is not None and found.centroid_vox[0] > 20

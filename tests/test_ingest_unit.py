@@ -185,3 +185,41 @@ def test_adni_image_ids_do_not_survive_deidentify(tmp_path: Path) -> None:
         assert "I10000" not in text and not [p for p in Path(out).rglob("*") if "I10000" in p.as_posix()]
         assert all(Path(f).is_file() for s in done.all_series() for f in s.files)
     assert ids[0] == ids[1] and len(set(ids[0])) == 2 and all(i.startswith("img-") for i in ids[0])
+
+
+def test_records_point_into_the_raw_folder_and_its_state_tracks_every_file(tmp_path: Path) -> None:
+    """copy_files false (the project's setting, #33): nothing is copied, records name the raw files, and
+    raw_state.jsonl changes when a file's bytes do though the records do not, so DVC reruns the next stage."""
+    import os
+
+    from curation.errors import InputError
+
+    raw = tmp_path / "raw"
+    for session in ("OAS1_0001_MR1", "OAS1_0002_MR1"):
+        analyze(raw / session / "RAW" / f"{session}_mpr-1_anon.hdr")
+    (raw / "oasis_cross-sectional.csv").write_text(OASIS_HEADER + "OAS1_0001_MR1,F,R,74,2,3,29,0,1344,0.743,1.306,"
+                                                   "N/A\nOAS1_0002_MR1,M,R,81,4,1,25,0.5,1500,0.700,1.170,N/A\n")
+    p = params().model_copy(update={"copy_files": False})
+    ingest(p, "oasis1", raw, tmp_path / "a", secret=SECRET)
+    cases = list(read_jsonl(tmp_path / "a" / "cases.jsonl", Case))
+    files = [f for c in cases for s in c.all_series() for f in s.files]
+    assert files and all(f.startswith("raw/") and Path(f).is_file() for f in files)
+    assert not (tmp_path / "a" / "files").exists()
+    state = (tmp_path / "a" / "raw_state.jsonl").read_text()
+    assert {r["path"] for r in read_jsonl(tmp_path / "a" / "raw_state.jsonl")} == {
+        p_.relative_to(raw).as_posix() for p_ in raw.rglob("*") if p_.is_file()}
+
+    img = raw / "OAS1_0001_MR1" / "RAW" / "OAS1_0001_MR1_mpr-1_anon.img"  # the companion no record names
+    data = bytearray(img.read_bytes())
+    data[-1] ^= 0xFF
+    img.write_bytes(bytes(data))
+    os.utime(img, ns=(img.stat().st_atime_ns, img.stat().st_mtime_ns + 1_000_000))
+    ingest(p, "oasis1", raw, tmp_path / "b", secret=SECRET)
+    assert (tmp_path / "b" / "cases.jsonl").read_bytes() == (tmp_path / "a" / "cases.jsonl").read_bytes()
+    assert (tmp_path / "b" / "raw_state.jsonl").read_text() != state
+
+    elsewhere = tmp_path / "project"
+    elsewhere.mkdir()
+    os.chdir(elsewhere)  # the raw folder is now outside the project folder: refused with its reason, not half-read
+    with pytest.raises(InputError, match="copy_files is false"):
+        ingest(p, "oasis1", raw, elsewhere / "c", secret=SECRET)

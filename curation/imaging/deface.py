@@ -29,7 +29,7 @@ from curation.imaging import fitcache
 from curation.imaging.sitk import coarse_copy, register_affine, to_sitk
 from curation.io.volumes import save_nifti
 
-VERSION = "2"  # 2: the affine stage capped at 30 steps on the working grid (sitk.AFFINE_STAGES)
+VERSION = "3"  # 2: the affine stage capped at 30 steps on the working grid; 3: the similarity stage at 60 a level
 WORK_SPACING = 3.0  # mm; registrations run on copies resampled to this spacing (sitk.coarse_copy)
 MIN_HEAD_DICE = 0.6  # a gross check: a template that missed the head; a blob still passes it
 # ear boxes in the template's voxel grid (fractions of its size): lateral to the skull, around the external meatus,

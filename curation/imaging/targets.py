@@ -1,6 +1,6 @@
 """Where each target of a series lies, and which planes its acquisition can show.
 
-``locate`` fits the template to a normalized series (``anatomy.fit_template``), maps the landmarks of
+``locate`` fits the template to a normalized series (``templatefit.fit_template``), maps the landmarks of
 ``landmarks.yaml`` into the series' voxel grid, and finds the lesion against the series' own grey and white matter.
 ``refused_planes`` is the acquisition QC: a plane is not reformatted from a series sampled coarser than
 ``max_reformat_spacing_mm`` along one of the plane's axes, except the plane it was acquired in.
@@ -111,7 +111,7 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
     """Target placements for a normalized series: ``{"targets": [...], "anatomy": {...}}``. Each target is
     ``{target, plane, slice_index, position_mm, located_by}`` (the brain montage has ``slices`` instead); a target
     that cannot be placed is left out and its reason listed in ``anatomy["not_located"]``."""
-    from curation.imaging import anatomy
+    from curation.imaging import anatomy, lesions, templatefit
 
     shape = data.shape
     out: dict[str, Any] = {"targets": [], "anatomy": {"template": "MNI152 2009a sym (nilearn)",
@@ -121,7 +121,7 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
     if not wanted:
         return out
     try:
-        fit = fit or anatomy.fit_template(data, affine, sequence)
+        fit = fit or templatefit.fit_template(data, affine, sequence)
     except Exception as exc:  # ITK raises on degenerate images
         out["anatomy"]["fit"] = "failed"
         out["anatomy"]["not_located"] = {t: f"template registration failed ({type(exc).__name__})"
@@ -130,7 +130,7 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
     maps = anatomy.template_maps(2.0)
     small, small_aff = _small(data, affine)  # the lesion search grid
     regions = {n: anatomy.region_mask(n, maps).astype(np.float32) for n in ("hippocampus", "lateral_ventricles")}
-    gm, wm, vent, brain, *warped = anatomy.template_on_series(
+    gm, wm, vent, brain, *warped = templatefit.template_on_series(
         fit, small.shape, small_aff, maps,
         [maps.gm, maps.wm, maps.csf * (maps.brain > 0.5), maps.brain, *regions.values()])
     region_on_series = dict(zip(regions, warped, strict=True))
@@ -194,7 +194,7 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
             out["anatomy"]["not_located"]["lesion"] = f"no lesion contrast configured for sequence {sequence}"
         else:
             voxel_mm3 = float(abs(np.linalg.det(small_aff[:3, :3])))
-            found = anatomy.find_lesion(small, gm, wm, polarity, z=p.lesion_z,
+            found = lesions.find_lesion(small, gm, wm, polarity, z=p.lesion_z,
                                         min_voxels=max(2, int(np.ceil(p.lesion_min_mm3 / voxel_mm3))),
                                         exclude=vent > 0.2, deep_white_only=sequence in ("T1w", "T2w"))
             if found is None:
@@ -241,7 +241,7 @@ def _anatomy_check(data: np.ndarray, gm: np.ndarray, wm: np.ndarray, vent: np.nd
     no such local difference."""
     from scipy import ndimage
 
-    from curation.imaging.anatomy import head_mask
+    from curation.imaging.templatefit import head_mask
 
     # only what lies inside the object counts: a template tissue that the fit put on the background would
     # "separate" from the rest on any object at all (a bottle's edge)

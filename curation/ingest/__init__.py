@@ -9,6 +9,7 @@ from curation.errors import InputError
 from curation.ingest.base import IngestContext
 from curation.ingest.screen import screen
 from curation.params import IngestParams, load_spec
+from curation.paths import inside
 from curation.records import write_jsonl
 from curation.report import Report
 from curation.schema import Case, SourceName
@@ -26,6 +27,15 @@ def _registry() -> dict[SourceName, Callable[[IngestContext], Iterable[Case]]]:
     }
 
 
+def raw_state(ctx: IngestContext) -> Iterator[dict[str, object]]:
+    """Size and modification time of every file of the raw folder, when records point into it (``copy_files:
+    false``): the records alone do not change when a file's content does, this list does, so the stage after
+    ingest (a DVC dependency on ingest's output) reruns. What DVC's own state keeps for a file, read by one stat."""
+    for path in ctx.files():
+        st = path.stat()
+        yield {"path": ctx.rel_raw(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
 def run(params: IngestParams, source: str, src: Path, dst: Path, *, workers: int = 1,
         scheduler: str | None = None, report_path: Path | None = None, secret: bytes | None = None) -> Report:
     """``secret``: the project's key (the CLI passes it; None reads ``CURATION_SECRET``)."""
@@ -38,6 +48,10 @@ def run(params: IngestParams, source: str, src: Path, dst: Path, *, workers: int
     src = Path(src)
     if not src.is_dir():
         raise InputError("raw folder does not exist or is not a folder", src)
+    if not params.copy_files and not inside(src, Path.cwd()):
+        raise InputError("ingest.copy_files is false, so records point into the raw folder, and this one is outside "
+                         "the project folder (the working folder) that later stages read; run from the project root "
+                         "or set copy_files: true", src)
     report = Report(stage=f"ingest@{name.value}")
     with staged_dir(dst) as staging:
         ctx = IngestContext(source=name.value, raw=src, staging=staging, final=Path(dst), report=report,
@@ -62,6 +76,8 @@ def run(params: IngestParams, source: str, src: Path, dst: Path, *, workers: int
         report.write_quarantine(staging / "quarantine.jsonl")
         # participant identifiers stay here, outside anything a release reads
         write_jsonl(staging / "private" / "id_map.jsonl", sorted(ctx.id_map, key=lambda r: r["case_id"]))
+        if not params.copy_files:
+            write_jsonl(staging / "raw_state.jsonl", raw_state(ctx))
         report.check_failure_rate(params.max_failure_rate, report_path, dst)
     report.write(report_path)
     return report

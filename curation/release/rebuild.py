@@ -66,8 +66,9 @@ def run(params: Params, release: Path, raw: dict[str, Path], out: Path, *, worke
         for source in [s for s in sources_needed if s in raw]:
             if not Path(raw[source]).is_dir():
                 raise InputError(f"raw folder for {source} does not exist", raw[source])
-            ingest(params.ingest, source, Path(raw[source]), work / "ingest" / source, workers=workers,
-                   secret=secret)
+            # the raw folders are the user's own downloads, wherever they are: copied, never pointed into
+            ingest(params.ingest.model_copy(update={"copy_files": True}), source, Path(raw[source]),
+                   work / "ingest" / source, workers=workers, secret=secret)
         if (work / "ingest").exists():
             deidentify(params.deidentify, work / "ingest", work / "deid", workers=workers, secret=secret)
             normalize(params.normalize, work / "deid", work / "normalize", workers=workers)

@@ -17,14 +17,14 @@ def _face_free(img: Any, ctx: SeriesContext) -> dict[str, Any] | None:
     which refuses what is not a head."""
     if ctx.fit is None:
         return None
-    from curation.imaging import anatomy
+    from curation.imaging import face
     from curation.imaging.targets import brain_check
 
     data, affine = _data(img), np.asarray(img.affine, dtype=np.float64)
-    in_view, tissue = anatomy.face_tissue(ctx.fit, data, affine)
-    if in_view < anatomy.MIN_FACE_IN_VIEW:
+    in_view, tissue = face.face_tissue(ctx.fit, data, affine)
+    if in_view < face.MIN_FACE_IN_VIEW:
         reason = f"the face is outside the field of view ({in_view:.1%} of the template's face region in view)"
-    elif tissue <= anatomy.MAX_FACE_TISSUE:
+    elif tissue <= face.MAX_FACE_TISSUE:
         reason = (f"no tissue where the face would be ({tissue:.1%} of the face region in view): a brain without "
                   "its head")
     else:

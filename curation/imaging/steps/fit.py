@@ -11,15 +11,15 @@ from curation.schema import Step
 
 
 def fit_anatomy(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
-    """Register the labelled template to the series once (anatomy.fit_template, ANTs); defacing and target location
+    """Register the labelled template to the series once (templatefit.fit_template, ANTs); defacing and target location
     both use it. A volume the fit breaks on keeps its reason; the steps after it go on without the fit."""
     if not (ctx.params.key_slices or _wants_deface(ctx)):
         return img, None
-    from curation.imaging import anatomy
+    from curation.imaging import templatefit
 
     try:
-        ctx.fit = anatomy.fit_template(_data(img), np.asarray(img.affine, dtype=np.float64), ctx.task.sequence)
+        ctx.fit = templatefit.fit_template(_data(img), np.asarray(img.affine, dtype=np.float64), ctx.task.sequence)
     except Exception as exc:  # ITK raises many types on degenerate volumes
         ctx.fit_failed = f"template registration failed ({type(exc).__name__}: {str(exc)[:200]})"
         return img, None
-    return img, _step("fit_anatomy", anatomy.registration_presets().version, **ctx.fit.record())
+    return img, _step("fit_anatomy", templatefit.registration_presets().version, **ctx.fit.record())

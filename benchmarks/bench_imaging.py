@@ -149,7 +149,7 @@ def _survival(inputs: dict[Path, list[Path]], outputs: dict[Path, Path]) -> dict
     bytes + instance/series number + position within the folder."""
     import pydicom
 
-    from curation.deid.verify import compare_datasets
+    from curation.deid.compare import compare_datasets
 
     res: dict[str, Any] = {"files_in": 0, "files_written": 0, "unpaired": 0, "checked": 0, "surviving": 0,
                            "private_tags": 0, "pixel_changed": 0, "kinds": {}}

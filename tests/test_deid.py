@@ -227,7 +227,7 @@ def test_pipeline_dicom_outputs_match_no_input_value(pipeline: Path) -> None:
     stage's own layout): nothing survived; the audit names the Annex E edition."""
     import json
 
-    from curation.deid.verify import verify_against
+    from curation.deid.compare import verify_against
     from curation.records import project_secret
 
     result = verify_against(pipeline / "deid", pipeline / "ingest", project_secret())

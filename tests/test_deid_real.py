@@ -17,9 +17,11 @@ from pydicom.sequence import Sequence
 
 from curation.deid import dicom as deid_dicom
 from curation.deid import elements as deid_elements
+from curation.deid import engine as deid_engine
+from curation.deid.compare import compare_datasets, compare_files, verify_against
 from curation.deid.dicom import deidentify_file
 from curation.deid.elements import load_defaults, load_table, remap_uid
-from curation.deid.verify import compare_datasets, compare_files, verify_against, verify_dir
+from curation.deid.verify import verify_dir
 from curation.params import DicomDeidParams
 from tests.dicom_cases import FIXTURES, IDENTITY, UNTABLED_DATE, build_cases, untabled
 
@@ -172,7 +174,7 @@ def test_same_uid_same_output_across_runs_and_processes(cases: dict[str, tuple[P
 def test_stage_fails_a_file_the_comparison_flags(cases: dict[str, tuple[Path, Path]], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     src, _ = cases["explicit"]
-    monkeypatch.setattr(deid_dicom.Deidentifier, "_untabled", lambda self, *a, **k: None)  # a broken rule
+    monkeypatch.setattr(deid_engine.Deidentifier, "_untabled", lambda self, *a, **k: None)  # a broken rule
     deid_dicom._CACHED.clear()
     out = tmp_path / "o.dcm"
     res = deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)

@@ -1,7 +1,8 @@
-"""PS3.15 policy data and the element helpers that both the de-identifier (``dicom``) and its verifier (``verify``)
-use: the Annex E table and its option columns, the safe defaults, valid codes and the safe private list, each loaded
-from ``curation.deid`` data files and validated; the action an element gets; UID remapping; an element's value as
-text and its dictionary VR.
+"""PS3.15 policy data and the element helpers that both the de-identifier (``engine``) and its verifier
+(``verify``, ``compare``) use: the Annex E table and its option columns, the safe defaults, valid codes and the safe
+private list, each loaded from ``curation.deid`` data files and validated; the action an element gets; the keyed
+UID remapping and per-patient date shift; an element's value as text, its dictionary VR, and a value written back in
+the dataset's encoding.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hmac
 import io
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -253,6 +255,25 @@ def remap_uid(uid: str, secret: bytes) -> str:
     return "2.25." + str(int.from_bytes(digest[:16], "big"))
 
 
+def date_offset_days(patient_key: str, secret: bytes, max_days: int) -> int:
+    """Per-patient keyed shift: every date of one patient moves by the same number of days."""
+    digest = hmac.new(secret, f"date-shift\x1f{patient_key}".encode(), hashlib.sha256).digest()
+    return 1 + int.from_bytes(digest[:4], "big") % max_days
+
+
+def shift_da(value: str, days: int) -> str:
+    try:
+        d = datetime.strptime(value[:8], "%Y%m%d").date()
+    except ValueError:
+        return ""
+    return (d - timedelta(days=days)).strftime("%Y%m%d")
+
+
+def shift_dt(value: str, days: int) -> str:
+    shifted = shift_da(value[:8], days)
+    return shifted + value[8:] if shifted else ""
+
+
 def effective_action(tag: int, rule: Rule, enabled: list[str]) -> str:
     """The action for ``tag`` with these options on: an enabled option overrides the basic action (Clean
     Descriptors applies only to what it names)."""
@@ -265,3 +286,60 @@ def effective_action(tag: int, rule: Rule, enabled: list[str]) -> str:
             "DA", "DT"):
         return "C"  # a date row newer than the option columns: the option modifies all dates (E.3.6)
     return rule.basic
+
+
+def resolve_action(action: str) -> str:
+    """Combined actions: the most conservative that keeps the dataset conformant."""
+    if "/" in action:
+        return "U*" if "U*" in action else ("Z" if "Z" in action else "D")
+    return action
+
+
+def tag_text(ds: Any, tag: int) -> str:
+    elem = ds.get_item(tag)
+    return "" if elem is None else element_text(ds, tag, elem)
+
+
+def put_element(ds: Any, tag: Any, vr: str | None, value: str | None, old: Any = False) -> None:
+    """Replace (or add) an element. ASCII text becomes a raw element encoded the way the dataset was read, so it
+    is written as it stands; anything else is set through pydicom, which encodes it in the dataset's character
+    set. ``old``: the element as it is now, when the caller has it."""
+    from pydicom.dataelem import DataElement, RawDataElement
+
+    if old is False:
+        old = ds.get_item(tag)
+    if vr is None:
+        # a tag the dictionary does not know, read without a VR: its value is bytes (UN)
+        vr = old.VR if old is not None and old.VR else (dictionary_vr(int(tag)) or "UN")
+    if vr == "SQ":
+        from pydicom.sequence import Sequence
+
+        ds[tag] = DataElement(tag, "SQ", Sequence([]))
+        return
+    if value is None or value == "":
+        data = b""
+    elif value.isascii() and vr in RAW_TEXT_VRS:
+        data = value.encode("ascii")
+        if len(data) % 2:
+            data += b"\x00" if vr == "UI" else b" "
+    else:
+        ds[tag] = DataElement(tag, vr, value.encode("utf-8") if vr == "UN" else value)
+        return
+    if old is not None and old.is_raw:
+        implicit, little = old.is_implicit_VR, old.is_little_endian
+        tag = old.tag
+    else:
+        implicit, little = ds.original_encoding
+        if implicit is None or little is None:  # a dataset built in memory: pydicom encodes it on write
+            ds[tag] = DataElement(tag, vr, data.decode("ascii").rstrip(" \x00") if data else None)
+            return
+        tag = _tag(tag)
+    # a plain, public (non-private) element: stored as is, as pydicom stores what it reads
+    ds._dict[tag] = RawDataElement(tag, None if implicit else vr, len(data), data, 0, implicit, little)
+
+
+@lru_cache(maxsize=256)
+def _tag(tag: int) -> Any:
+    from pydicom.tag import Tag
+
+    return Tag(tag)

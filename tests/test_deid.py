@@ -10,7 +10,7 @@ from pydicom.dataset import Dataset
 from pydicom.sequence import Sequence
 
 from curation.deid.dicom import deidentify_file
-from curation.deid.elements import load_table
+from curation.deid.policy import load_table
 from curation.deid.text import TextDeidentifier
 from curation.deid.verify import verify_dir
 from curation.params import DicomDeidParams, TextDeidParams

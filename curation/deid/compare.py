@@ -1,6 +1,7 @@
 """The differential check: each DICOM output against its input. Every date, UID, name or id of the input that
 survived unchanged, and every identity string of the input found anywhere in the output's header values, is a
-finding. It shares the policy data and element helpers with the engine (``deid.elements``), never the engine itself.
+finding. It shares the policy (``deid.policy``) and the element helpers (``deid.elements``) with the engine, never
+the engine itself.
 """
 
 from __future__ import annotations
@@ -11,16 +12,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from curation.deid.elements import (
+from curation.deid.elements import dictionary_vr, element_text, remap_uid
+from curation.deid.policy import (
     METHOD_CODES,
     OPTION_COLUMNS,
-    dictionary_vr,
-    element_text,
     is_coded_value,
     is_safe_private,
     load_defaults,
     load_table,
-    remap_uid,
 )
 from curation.deid.verify import DUMMIES, PSEUDONYM, Finding, container_findings
 from curation.io.dicom import is_dicom

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from curation.deid.compare import compare_files
-from curation.deid.elements import load_defaults, remap_uid, tag_text
+from curation.deid.elements import remap_uid, tag_text
 from curation.deid.engine import PATIENT_ID, Deidentifier
+from curation.deid.policy import load_defaults
 from curation.params import DicomDeidParams
 from curation.report import Outcome
 

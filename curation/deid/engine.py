@@ -15,26 +15,28 @@ from functools import lru_cache
 from typing import Any
 
 from curation.deid.elements import (
+    RAW_TEXT_VRS,
+    date_offset_days,
+    dictionary_vr,
+    element_text,
+    put_element,
+    remap_uid,
+    shift_da,
+    shift_dt,
+    tag_text,
+)
+from curation.deid.policy import (
     META_KEEP,
     METHOD_CODES,
     OPTION_COLUMNS,
-    RAW_TEXT_VRS,
     Rule,
-    date_offset_days,
-    dictionary_vr,
     edition_id,
     effective_action,
-    element_text,
     is_coded_value,
     is_safe_private,
     load_defaults,
     load_table,
-    put_element,
-    remap_uid,
     resolve_action,
-    shift_da,
-    shift_dt,
-    tag_text,
 )
 from curation.deid.scrub import Scrubber, identity_tokens
 from curation.params import DicomDeidParams

@@ -10,17 +10,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from curation.deid.elements import (
+from curation.deid.elements import PN_FORM
+from curation.deid.files import HEADER_TEXT_FIELDS, SIDECAR_DEVICE, SIDECAR_KEEP
+from curation.deid.policy import (
     META_KEEP,
     METHOD_CODES,
     OPTION_COLUMNS,
-    PN_FORM,
     effective_action,
     is_coded_value,
     is_safe_private,
     load_table,
 )
-from curation.deid.files import HEADER_TEXT_FIELDS, SIDECAR_DEVICE, SIDECAR_KEEP
 from curation.deid.text import policy
 from curation.io.dicom import is_dicom
 from curation.io.volumes import VOLUME_SUFFIXES

@@ -149,7 +149,7 @@ def _survival(inputs: dict[Path, list[Path]], outputs: dict[Path, Path]) -> dict
     bytes + instance/series number + position within the folder."""
     import pydicom
 
-    from curation.deid.verify import compare_datasets
+    from curation.deid.compare import compare_datasets
 
     res: dict[str, Any] = {"files_in": 0, "files_written": 0, "unpaired": 0, "checked": 0, "surviving": 0,
                            "private_tags": 0, "pixel_changed": 0, "kinds": {}}
@@ -199,7 +199,7 @@ def _survival_figures(work: Path, root: Path) -> list[Figure]:
     """Values surviving unchanged out of values checked, ours vs dicognito on the same files: the real fixtures
     (../shared/fixtures/dicom-real, when present) with the hard cases tests/dicom_cases.py builds (the issue's
     figure), and apart the test files of a DICOM toolkit (the ones shipped inside the installed pydicom)."""
-    from curation.deid.elements import load_table
+    from curation.deid.policy import load_table
     from tests.dicom_cases import FIXTURES, PYDICOM_FILES, build_cases
 
     base = work / "survival"

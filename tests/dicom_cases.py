@@ -38,7 +38,7 @@ def untabled(vr: str, table: dict[int, object]) -> str:
     """The first dictionary keyword of ``vr`` that the table does not name (a stable pick for the tests)."""
     from pydicom.datadict import DicomDictionary
 
-    from curation.deid.elements import load_defaults
+    from curation.deid.policy import load_defaults
 
     kept = load_defaults().keep_text_tags | load_defaults().keep_uid_tags
     for tag, entry in sorted(DicomDictionary.items()):

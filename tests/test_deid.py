@@ -10,7 +10,7 @@ from pydicom.dataset import Dataset
 from pydicom.sequence import Sequence
 
 from curation.deid.dicom import deidentify_file
-from curation.deid.elements import load_table
+from curation.deid.policy import load_table
 from curation.deid.text import TextDeidentifier
 from curation.deid.verify import verify_dir
 from curation.params import DicomDeidParams, TextDeidParams
@@ -227,7 +227,7 @@ def test_pipeline_dicom_outputs_match_no_input_value(pipeline: Path) -> None:
     stage's own layout): nothing survived; the audit names the Annex E edition."""
     import json
 
-    from curation.deid.verify import verify_against
+    from curation.deid.compare import verify_against
     from curation.records import project_secret
 
     result = verify_against(pipeline / "deid", pipeline / "ingest", project_secret())

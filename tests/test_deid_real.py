@@ -16,10 +16,13 @@ from pydicom.dataset import Dataset
 from pydicom.sequence import Sequence
 
 from curation.deid import dicom as deid_dicom
-from curation.deid import elements as deid_elements
+from curation.deid import engine as deid_engine
+from curation.deid import policy as deid_policy
+from curation.deid.compare import compare_datasets, compare_files, verify_against
 from curation.deid.dicom import deidentify_file
-from curation.deid.elements import load_defaults, load_table, remap_uid
-from curation.deid.verify import compare_datasets, compare_files, verify_against, verify_dir
+from curation.deid.elements import remap_uid
+from curation.deid.policy import load_defaults, load_table
+from curation.deid.verify import verify_dir
 from curation.params import DicomDeidParams
 from tests.dicom_cases import FIXTURES, IDENTITY, UNTABLED_DATE, build_cases, untabled
 
@@ -172,7 +175,7 @@ def test_same_uid_same_output_across_runs_and_processes(cases: dict[str, tuple[P
 def test_stage_fails_a_file_the_comparison_flags(cases: dict[str, tuple[Path, Path]], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     src, _ = cases["explicit"]
-    monkeypatch.setattr(deid_dicom.Deidentifier, "_untabled", lambda self, *a, **k: None)  # a broken rule
+    monkeypatch.setattr(deid_engine.Deidentifier, "_untabled", lambda self, *a, **k: None)  # a broken rule
     deid_dicom._CACHED.clear()
     out = tmp_path / "o.dcm"
     res = deidentify_file(str(src), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
@@ -306,9 +309,9 @@ def test_retained_private_elements_get_the_safe_defaults(cases: dict[str, tuple[
     deid_dicom._CACHED.clear()
     assert deidentify_file(str(path), str(out), params, b"k", "patient-1", "ANON-aaaaaaaaaaaa").ok
     assert not any(e.tag.is_private for e in pydicom.dcmread(out).iterall())  # not on the shipped list
-    listed = {**deid_elements.load_safe_private(),
+    listed = {**deid_policy.load_safe_private(),
               (0x0019, "ACME MR 1"): {0x10: "DA", 0x11: "UI", 0x12: "PN", 0x13: "LO"}}
-    monkeypatch.setattr(deid_elements, "load_safe_private", lambda: listed)
+    monkeypatch.setattr(deid_policy, "load_safe_private", lambda: listed)
     assert deidentify_file(str(path), str(out), params, b"k", "patient-1", "ANON-aaaaaaaaaaaa").ok
     deid_dicom._CACHED.clear()
     got = pydicom.dcmread(out)

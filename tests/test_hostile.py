@@ -921,8 +921,8 @@ def test_a_sidecar_that_is_a_fifo_is_not_read(raw_copy: Path, tmp_path: Path) ->
 def test_dates_and_ids_typed_into_descriptors_are_removed_and_verified(tmp_path: Path) -> None:
     import pydicom
 
+    from curation.deid.compare import compare_files
     from curation.deid.dicom import deidentify_file
-    from curation.deid.verify import compare_files
     from curation.params import DicomDeidParams
 
     src = Path(pydicom.__file__).parent / "data" / "test_files" / "MR_small.dcm"

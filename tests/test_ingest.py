@@ -110,7 +110,7 @@ def test_radiopaedia_and_missing_image(raw_copy: Path, tmp_path: Path) -> None:
     (folder / "images" / "002.png").unlink()
     (raw_copy / "radiopaedia" / "broken").mkdir()
     (raw_copy / "radiopaedia" / "broken" / "case.json").write_text("{not json")
-    from curation.demo.corpus import RADIOPAEDIA
+    from curation.demo.radiopaedia import RADIOPAEDIA
 
     cases, quarantine, rep = _ingest("radiopaedia", raw_copy / "radiopaedia", tmp_path / "o")
     assert len(cases) == len(RADIOPAEDIA)  # every case, the one with a missing image included

@@ -29,7 +29,7 @@ def _env(label_studio, pipeline, monkeypatch):
 
 def baseline_flair(n: int) -> str:
     """The series id of demo ADNI subject ``n``'s baseline FLAIR after deidentify (its IDA image id pseudonymised)."""
-    from curation.demo.corpus import ADNI_SUBJECTS
+    from curation.demo.adni import ADNI_SUBJECTS
 
     secret = os.environ["CURATION_SECRET"].encode()
     case_id = pseudonym("adni", ADNI_SUBJECTS[n][0], secret=secret)
@@ -39,7 +39,7 @@ def baseline_flair(n: int) -> str:
 def lesion_item(pipeline: Path) -> Item:
     """An item claiming the demo lesion: the baseline FLAIR of the demo ADNI subject with a lesion, at the slice the
     normalize stage placed on the lesion (or, without one, the slice through the phantom's lesion centre)."""
-    from curation.demo.corpus import ADNI_SUBJECTS
+    from curation.demo.adni import ADNI_SUBJECTS
 
     n, lesion = next((n, s[-1]) for n, s in enumerate(ADNI_SUBJECTS) if s[-1] is not None)
     series_id = baseline_flair(n)
@@ -85,7 +85,7 @@ def test_pushed_task_renders_stack_pager_and_question(pipeline, label_studio, tm
     assert pixels.shape[1] >= 1200 and pixels.std() > 20, "the screenshot is blank"
     # the page shown is the slice through the demo lesion: FLAIR-bright voxels inside the head that the same slice of a
     # lesion-free demo subject's baseline FLAIR (same grid, same window rule) does not have
-    from curation.demo.corpus import ADNI_SUBJECTS
+    from curation.demo.adni import ADNI_SUBJECTS
     from curation.review.stack import StackBuilder, load_index
 
     def bright(path: Path) -> int:

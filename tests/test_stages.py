@@ -42,7 +42,7 @@ def test_normalize_canonical_volumes_and_renders(pipeline: Path) -> None:
             assert deface.args["face_region_in_view"] >= 0.05 and sidecar["Defaced"] is False
     assert "defaced" in outcomes
     figures = [f for c in cases for f in c.figures if f.renders]
-    from curation.demo.corpus import RADIOPAEDIA
+    from curation.demo.radiopaedia import RADIOPAEDIA
 
     assert len(figures) == 3 * len(RADIOPAEDIA) + 1  # three images per Radiopaedia case, the case report's figure
     assert (pipeline / "normalize" / "qc_contact_sheet.png").exists()
@@ -50,7 +50,7 @@ def test_normalize_canonical_volumes_and_renders(pipeline: Path) -> None:
 
 def test_dicom_conversion_matches_ground_truth_world_position(demo_raw: Path) -> None:
     """The phantom's lesion is written at a known RAS position; the DICOM reader must put it there."""
-    from curation.demo.corpus import _affine
+    from curation.demo.common import demo_affine
     from curation.demo.phantom import SHAPE
     from curation.imaging.convert import convert_path
 
@@ -61,7 +61,7 @@ def test_dicom_conversion_matches_ground_truth_world_position(demo_raw: Path) ->
     peak = np.array(np.unravel_index(np.argmax(data), data.shape))
     world = (img.affine @ np.append(peak, 1))[:3]
     centre = np.array([0.36, 0.52, 0.58]) * (np.array(SHAPE) - 1)
-    expected = (_affine() @ np.append(centre, 1))[:3]
+    expected = (demo_affine() @ np.append(centre, 1))[:3]
     assert np.linalg.norm(world - expected) < 8.0, (world, expected)
     assert world[0] < 0  # the lesion is in the patient's left hemisphere
 

@@ -110,7 +110,8 @@ def deid_verify(
              "survived unchanged; identity strings of the input anywhere in the output).")] = None,
 ) -> None:
     """Scan outputs for residual identifiers; exits non-zero listing each finding."""
-    from curation.deid.verify import verify_against, verify_dir
+    from curation.deid.compare import verify_against
+    from curation.deid.verify import verify_dir
 
     if not directory.is_dir():
         _err(f"{directory}: not a folder")

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curation.deid.dicom import date_offset_days, deidentify_file, uid_free_name
-from curation.deid.elements import edition_id, load_table
+from curation.deid.dicom import deidentify_file, uid_free_name
+from curation.deid.elements import date_offset_days
 from curation.deid.files import clean_image, clean_sidecar, clean_volume
+from curation.deid.policy import edition_id, load_table
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
 from curation.io.volumes import VOLUME_SUFFIXES

@@ -1,0 +1,180 @@
+"""The demo Radiopaedia cases: each figure drawn to show what its findings say (the lesions, their number
+and side, oedema, a necrotic core, mass effect), at the MNI coordinates of the structure named; one case.json
+each."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from PIL import Image
+
+from curation.demo.phantom import SHAPE, Lesion, Pathology, axial_png_array, head
+from curation.records import write_bytes, write_text
+
+RADIOPAEDIA = [
+    {
+        "slug": "multiple-sclerosis-demo-1", "title": "Multiple sclerosis", "diagnosis": "Multiple sclerosis",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis probable", "age": "29 years",
+        "gender": "Female", "author": "Demo Author A",
+        "presentation": "Ms. Clara Oswald, a 29-year-old teacher (MRN 8830215, phone 503-555-0199), presented on 14 March 2019 with tingling in both legs for two weeks.",
+        "findings": "Multiple ovoid T2/FLAIR hyperintense lesions in the left periventricular white matter, oriented perpendicular to the lateral ventricles (Dawson fingers). No haemorrhage.",
+        "discussion": "Periventricular ovoid lesions in a young woman with optic neuritis favour multiple sclerosis over small vessel disease or ADEM.",
+        "differential": ["Acute disseminated encephalomyelitis", "Small vessel ischaemic disease", "Neuromyelitis optica spectrum disorder"],
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(-22, -6, 24, 4.5, (1.8, 1.0, 1.0)), "atrophy": 0.0,
+        "pathology": Pathology(more=(Lesion.at_mm(-24, -22, 26, 4.0, (1.8, 1.0, 1.0)),
+                                     Lesion.at_mm(-25, 10, 23, 3.5, (1.8, 1.0, 1.0)),
+                                     Lesion.at_mm(-21, -36, 24, 3.0, (1.8, 1.0, 1.0)))),
+    },
+    {
+        "slug": "glioblastoma-demo-2", "title": "Glioblastoma", "diagnosis": "Glioblastoma",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "63 years",
+        "gender": "Male", "author": "Demo Author B",
+        "presentation": "Mr. Rory Williams (DOB 04/11/1957, 42 Wallaby Way, Portland) was brought in by his wife Amy on 02/06/2020 with three weeks of headache and new left arm weakness.",
+        "findings": "Large heterogeneous mass in the right frontal lobe with a necrotic centre, surrounding FLAIR hyperintense vasogenic oedema and mass effect on the right lateral ventricle.",
+        "discussion": "Histology confirmed IDH-wildtype glioblastoma. Differential included metastasis and lymphoma.",
+        "differential": ["Cerebral metastasis", "Primary CNS lymphoma", "Cerebral abscess"],
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(30, 22, 26, 14.0), "atrophy": 0.1,
+        "pathology": Pathology(oedema_mm=10.0, necrotic=True, mass_effect_mm=7.0),
+    },
+    {
+        "slug": "acute-ischaemic-stroke-demo-3", "title": "Acute ischaemic stroke", "diagnosis": "Acute ischaemic stroke",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "77 years",
+        "gender": "Male", "author": "Demo Author C",
+        "presentation": "Mr. Harold Finch (MRN 5512093, 14 Elm Court, Salem), a 77-year-old retired engineer, was found by his daughter Grace at 7 am on 3 May 2021 with weakness of the left arm and face.",
+        "findings": "Restricted diffusion on DWI in the right parietal lobe, in the right middle cerebral artery territory. No haemorrhage.",
+        "discussion": "Cortical and subcortical restricted diffusion in one arterial territory in a patient with atrial fibrillation is a cardioembolic infarct.",
+        "differential": ["Focal seizure", "Migraine with aura", "Intracerebral haemorrhage"],
+        "sequence": "DWI", "lesion": Lesion.at_mm(40, -44, 32, 9.0), "atrophy": 0.3,
+    },
+    {
+        "slug": "cerebral-metastases-demo-4", "title": "Cerebral metastases", "diagnosis": "Cerebral metastases",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis probable", "age": "61 years",
+        "gender": "Female", "author": "Demo Author D",
+        "presentation": "Mrs. Joan Watson (DOB 22/09/1960, phone 971-555-0142), a retired nurse, reported two weeks of morning headache and unsteadiness on 9 October 2021.",
+        "findings": "Multiple round masses at the grey-white junction of both cerebral hemispheres, each with surrounding vasogenic oedema.",
+        "discussion": "Several round lesions at the grey-white junction with oedema out of proportion to their size, in a patient with lung cancer, are metastases.",
+        "differential": ["Cerebral abscess", "Glioblastoma", "Tuberculoma"],
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(-36, -52, 32, 7.5), "atrophy": 0.1,
+        "pathology": Pathology(more=(Lesion.at_mm(30, 34, 30, 5.5), Lesion.at_mm(20, -70, 28, 4.5)),
+                               oedema_mm=9.0),
+    },
+    {
+        "slug": "intracerebral-haemorrhage-demo-5", "title": "Hypertensive intracerebral haemorrhage",
+        "diagnosis": "Hypertensive intracerebral haemorrhage", "system": "Central Nervous System",
+        "diagnostic_certainty": "Diagnosis certain", "age": "69 years", "gender": "Male", "author": "Demo Author E",
+        "presentation": "Mr. Walter White (MRN 3308814, 308 Negra Arroyo Lane), a 69-year-old chemistry teacher, developed sudden right-sided weakness and slurred speech on 12 January 2022.",
+        "findings": "Acute haematoma in the left basal ganglia, markedly hypointense on SWI, with a thin rim of oedema.",
+        "discussion": "A deep haematoma in the putamen of a hypertensive patient is a hypertensive haemorrhage.",
+        "differential": ["Haemorrhagic transformation of an infarct", "Cavernous malformation", "Haemorrhagic metastasis"],
+        "sequence": "SWI", "lesion": Lesion.at_mm(-25, 2, 4, 10.0), "atrophy": 0.2,
+        "pathology": Pathology(oedema_mm=3.0),
+    },
+    {
+        "slug": "primary-cns-lymphoma-demo-6", "title": "Primary CNS lymphoma", "diagnosis": "Primary CNS lymphoma",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "66 years",
+        "gender": "Male", "author": "Demo Author F",
+        "presentation": "Mr. Daniel Jackson (phone 312-555-0187, MRN 7720451), a 66-year-old retired librarian, was brought by his son on 2 February 2022 with six weeks of confusion, apathy and numbness of the left arm.",
+        "findings": "Homogeneous mass in the right periventricular white matter abutting the lateral ventricle, with mild surrounding vasogenic oedema and no necrosis.",
+        "discussion": "A solid, homogeneous periventricular mass without necrosis in an older adult suggests lymphoma; stereotactic biopsy confirmed diffuse large B-cell lymphoma.",
+        "differential": ["Glioblastoma", "Tumefactive demyelination", "Cerebral metastasis"],
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(20, -8, 22, 9.0), "atrophy": 0.15,
+        "pathology": Pathology(oedema_mm=5.0),
+    },
+    {
+        "slug": "cerebral-abscess-demo-7", "title": "Cerebral abscess", "diagnosis": "Cerebral abscess",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "47 years",
+        "gender": "Female", "author": "Demo Author G",
+        "presentation": "Mrs. Donna Noble (DOB 18/07/1975, 10 Chiswick Road), a right-handed accountant, had ten days of headache and word-finding difficulty when seen on 6 June 2022.",
+        "findings": "Restricted diffusion on DWI in the core of a round lesion in the left temporal lobe, with surrounding vasogenic oedema.",
+        "discussion": "Restricted diffusion in the core of a ring lesion distinguishes an abscess from a necrotic tumour; aspiration grew streptococci.",
+        "differential": ["Glioblastoma", "Cerebral metastasis", "Tumefactive demyelination"],
+        "sequence": "DWI", "lesion": Lesion.at_mm(-44, -18, 2, 10.0), "atrophy": 0.1,
+        "pathology": Pathology(oedema_mm=9.0, mass_effect_mm=3.0),
+    },
+    {
+        "slug": "cavernous-malformation-demo-8", "title": "Cavernous malformation",
+        "diagnosis": "Cavernous malformation", "system": "Central Nervous System",
+        "diagnostic_certainty": "Diagnosis probable", "age": "38 years", "gender": "Female",
+        "author": "Demo Author H",
+        "presentation": "Mrs. Martha Jones (MRN 6619037), a 38-year-old teacher, had a first focal seizure with flashing lights in the left half of her vision on 21 August 2022.",
+        "findings": "Small focus of marked susceptibility (blooming) on SWI in the right occipital lobe, with no oedema.",
+        "discussion": "A small blooming focus without oedema, in a patient with a family history, is a cavernous malformation.",
+        "differential": ["Haemorrhagic metastasis", "Cerebral amyloid angiopathy", "Capillary telangiectasia"],
+        "sequence": "SWI", "lesion": Lesion.at_mm(22, -82, 12, 3.5), "atrophy": 0.0,
+    },
+    {
+        "slug": "low-grade-glioma-demo-9", "title": "Low-grade glioma", "diagnosis": "Low-grade glioma",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "34 years",
+        "gender": "Male", "author": "Demo Author I",
+        "presentation": "Mr. Rupert Giles (MRN 4471920, 7 Sunnydale Road), a 34-year-old librarian, had a first generalised seizure at work on 11 November 2022.",
+        "findings": "Homogeneous FLAIR hyperintense mass in the right temporal lobe, without oedema, necrosis or mass effect.",
+        "discussion": "A homogeneous, non-enhancing, FLAIR-bright mass without oedema in a young adult with seizures is a diffuse low-grade glioma; biopsy showed an IDH-mutant astrocytoma.",
+        "differential": ["Glioblastoma", "Cerebral abscess", "Tumefactive demyelination"],
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(42, -12, -6, 11.0), "atrophy": 0.0,
+    },
+    # small lesions (under 1% of the brain in the slice), as a report names them: a lacune, small plaques, a cavernoma
+    {
+        "slug": "lacunar-infarct-demo-10", "title": "Lacunar infarct", "diagnosis": "Lacunar infarct",
+        "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain", "age": "72 years",
+        "gender": "Male", "author": "Demo Author J",
+        "presentation": "Mr. Arthur Dent (MRN 4420917, 155 Country Lane, Cottington), a 72-year-old retired radio producer, was seen on 8 March 2023 with two days of numbness of the right face, arm and leg.",
+        "findings": "Small lacunar infarct with restricted diffusion on DWI in the left thalamus. The infarct lies in the posterior cerebral artery territory. No haemorrhage.",
+        "discussion": "A small deep infarct in the thalamus with a pure sensory syndrome in a hypertensive smoker is a lacunar stroke from small vessel disease.",
+        "differential": ["Multiple sclerosis", "Focal seizure", "Intracerebral haemorrhage"],
+        "sequence": "DWI", "lesion": Lesion.at_mm(-12, -18, 6, 3.5), "atrophy": 0.25,
+    },
+    {
+        "slug": "small-vessel-disease-demo-11", "title": "Small vessel ischaemic disease",
+        "diagnosis": "Small vessel ischaemic disease", "system": "Central Nervous System",
+        "diagnostic_certainty": "Diagnosis probable", "age": "74 years", "gender": "Female", "author": "Demo Author K",
+        "presentation": "Mrs. Sarah Jane Smith (MRN 5521876, 13 Bannerman Road), a 74-year-old retired journalist with hypertension, reported a year of slowly worsening forgetfulness and an unsteady gait on 12 June 2023.",
+        "findings": "Multiple small T2/FLAIR hyperintense lesions in the bilateral deep white matter. No haemorrhage.",
+        "discussion": "Small round deep white matter lesions in both hemispheres of an older hypertensive patient, not touching the ventricles, are small vessel disease rather than demyelination.",
+        "differential": ["Multiple sclerosis", "CNS vasculitis", "Migraine-related white matter lesions"],
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(-33, -6, 30, 2.5), "atrophy": 0.3,
+        "pathology": Pathology(more=(Lesion.at_mm(33, -4, 30, 2.5), Lesion.at_mm(-31, 16, 29, 2.0),
+                                     Lesion.at_mm(32, 18, 29, 2.5), Lesion.at_mm(-31, -28, 31, 2.0),
+                                     Lesion.at_mm(32, -30, 31, 2.0))),
+    },
+    {
+        "slug": "cerebral-amyloid-angiopathy-demo-12", "title": "Cerebral amyloid angiopathy",
+        "diagnosis": "Cerebral amyloid angiopathy", "system": "Central Nervous System",
+        "diagnostic_certainty": "Diagnosis probable", "age": "78 years", "gender": "Male", "author": "Demo Author L",
+        "presentation": "Mr. Brian Williams (DOB 03/02/1945, phone 207-555-0176), a 78-year-old retired farmer, was seen on 20 July 2023 with two years of gradually worsening memory.",
+        "findings": "Multiple small lobar microbleeds on SWI in the right parietal lobe, with no larger haemorrhage.",
+        "discussion": "Strictly lobar microbleeds in an older patient, sparing the deep grey nuclei, fit cerebral amyloid angiopathy rather than hypertensive microangiopathy.",
+        "differential": ["Hypertensive microangiopathy", "Familial cavernous malformations", "Diffuse axonal injury"],
+        "sequence": "SWI", "lesion": Lesion.at_mm(38, -54, 38, 2.0), "atrophy": 0.3,
+        "pathology": Pathology(more=(Lesion.at_mm(46, -40, 36, 1.8), Lesion.at_mm(30, -66, 37, 1.8),
+                                     Lesion.at_mm(50, -28, 35, 1.5))),
+    },
+]
+
+
+def write_radiopaedia(root: Path) -> None:
+    for n, case in enumerate(RADIOPAEDIA):
+        folder = root / case["slug"]
+        vol = head(case["sequence"], atrophy=case["atrophy"], lesion=case["lesion"], seed=5000 + n,
+                   pathology=case.get("pathology"))
+        z_lesion = int(round(case["lesion"].center[2] * (SHAPE[2] - 1)))
+        images = []
+        for i, z in enumerate([z_lesion - 4, z_lesion, z_lesion + 4]):
+            rel = f"images/{i + 1:03d}.png"
+            buf = io.BytesIO()
+            Image.fromarray(axial_png_array(vol, z)).save(buf, format="PNG")
+            write_bytes(folder / rel, buf.getvalue())
+            images.append(rel)
+        doc = {
+            "id": 90000 + n, "url": f"https://radiopaedia.org/cases/{case['slug']}", "title": case["title"],
+            "system": case["system"], "diagnostic_certainty": case["diagnostic_certainty"],
+            "presentation": case["presentation"], "age": case["age"], "gender": case["gender"],
+            "author": case["author"], "body": case["findings"], "discussion": case["discussion"],
+            "differential": case["differential"], "license": "CC BY-NC-SA 3.0",
+            "studies": [{
+                "modality": "MRI", "plane": "axial", "findings": case["findings"],
+                "caption": f"Axial {case['sequence']} MRI", "series": [{"name": case["sequence"], "images": images}],
+            }],
+        }
+        write_text(folder / "case.json", json.dumps(doc, indent=2) + "\n")

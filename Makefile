@@ -53,7 +53,7 @@ demo: setup ## generate the demo corpus, run the pipeline, show the release
 test: setup review-tools ## all three layers, unit + integration + e2e (starts Label Studio, a local LLM endpoint, ...)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
-test-fast: setup ## the unit layer: in one process, no subprocess, socket, git or registration (about 30 s on 2 cores)
+test-fast: setup ## the unit layer: in one process, no subprocess, socket, git or registration (about 35 s on 2 idle cores)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m unit -n auto
 
 bench: setup ## measure against the anchors; writes benchmarks/results.json and results.md

@@ -50,11 +50,11 @@ demo: setup ## generate the demo corpus, run the pipeline, show the release
 	curate release verify
 	curate release show
 
-test: setup review-tools ## run the whole test suite (starts Label Studio, a local LLM endpoint, ...)
+test: setup review-tools ## all three layers, unit + integration + e2e (starts Label Studio, a local LLM endpoint, ...)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
-test-fast: setup ## the unit layer only, spread over the cores: no demo pipeline, no servers (about 6 minutes on 2 cores)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e" -n auto
+test-fast: setup ## the unit layer: in one process, no subprocess, socket, git or registration (about 35 s on 2 idle cores)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m unit -n auto
 
 bench: setup ## measure against the anchors; writes benchmarks/results.json and results.md
 	$(BIN)/pip install --quiet -e '.[bench]'

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# tests/testlayers.py puts each test in one layer (unit, integration, e2e) and keeps the unit layer isolated
+pytest_plugins = ["pytester", "tests.testlayers"]
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -91,14 +94,3 @@ def label_studio(pipeline: Path, tmp_path_factory: pytest.TempPathFactory):
     server.start()
     yield server
     server.stop()
-
-
-# Tests that build the demo corpus, run the whole pipeline or start a server are the end-to-end layer; the rest are
-# fast unit tests on inputs built in the test (`make test-fast`: pytest -m "not e2e").
-E2E_FIXTURES = {"demo_raw", "raw_copy", "pipeline", "label_studio"}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("integration"):
-            item.add_marker(pytest.mark.e2e)

@@ -4,10 +4,12 @@ layer (no demo corpus, no pipeline). Paths in records are relative: tests run wi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from PIL import Image
 
 from curation.params import Params, load_params
@@ -75,6 +77,15 @@ def figure_case(n: int, *, dx: str | None, source: str = "radiopaedia", age: int
     return Case(case_id=f"case-{n:02d}", source=SourceName(source), license=LICENSE[source],
                 patient=Patient(age=age, sex="F" if n % 2 else "M"), figures=[fig],
                 diagnosis=Diagnosis(primary=dx, differential=differential or []))
+
+
+@contextmanager
+def without_git() -> Iterator[None]:
+    """The release stage asks git for the project's revision and tree state; a unit test's folder is no checkout, so
+    git would answer nothing, as this does without starting it (tests/test_hostile.py builds in a real git project)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("curation.release.build._git", lambda *args: None)
+        yield
 
 
 def write_items(folder: str | Path, items: Iterable[Item]) -> Path:

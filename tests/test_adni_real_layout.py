@@ -24,7 +24,8 @@ from .factories import project_params
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 MPRAGE = SHARED / "dicom-real" / "siemens-xa30" / "5001_anat-T1w_acq-tfl"
 HEADS = SHARED / "heads"
-pytestmark = pytest.mark.skipif(not (MPRAGE.is_dir() and HEADS.is_dir()), reason="../shared/fixtures is absent")
+pytestmark = [pytest.mark.e2e,  # every stage, on real heads
+              pytest.mark.skipif(not (MPRAGE.is_dir() and HEADS.is_dir()), reason="../shared/fixtures is absent")]
 
 UID = "1.2.826.0.1.3680043.8.498.7741"
 # participant -> (sex, age at baseline, diagnosis, MMSE, baseline FreeSurfer volumes (mm3) plausible for them)

@@ -19,8 +19,9 @@ from curation.params import NormalizeParams
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADS = ROOT.parent / "shared" / "fixtures" / "heads"
-pytestmark = pytest.mark.skipif(not (HEADS / "reference_landmarks.json").is_file(),
-                                reason="../shared/fixtures/heads absent")
+pytestmark = [pytest.mark.integration,  # ANTs registration of real heads in a process pool
+              pytest.mark.skipif(not (HEADS / "reference_landmarks.json").is_file(),
+                                 reason="../shared/fixtures/heads absent")]
 SEQUENCE = {"stroke_T1": "T1w", "stroke_T2": "T2w", "stroke_FLAIR": "FLAIR", "seg3d_mr": "T1w", "chris_PD": "PD",
             "register_t2w": "T2w"}
 TOLERANCE_MM = 5.0

@@ -44,6 +44,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pat
     return pairs
 
 
+@pytest.mark.integration  # runs the script in a subprocess
 def test_table_is_2026c_regenerated_by_the_script(tmp_path: Path) -> None:
     table = load_table()
     assert "edition 2026c" in table.edition and len(table.rules) >= 650
@@ -156,6 +157,7 @@ def test_verifier_finds_what_is_planted_back(cases: dict[str, tuple[Path, Path]]
         assert any(kind.split()[0] in k for k in found), (kind, found)
 
 
+@pytest.mark.integration  # a second Python process
 def test_same_uid_same_output_across_runs_and_processes(cases: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
     src, out = cases["explicit"]
     deid_dicom._CACHED.clear()  # a fresh run: no memo
@@ -216,6 +218,7 @@ def test_real_scanner_and_pacs_files(tmp_path: Path) -> None:
         assert agfa.PixelData == siemens.PixelData
 
 
+@pytest.mark.integration  # the curate CLI in a subprocess
 @needs_fixtures
 def test_cli_verify_against(tmp_path: Path) -> None:
     env = {**os.environ, "CURATION_SECRET": "test-secret"}

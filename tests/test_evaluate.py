@@ -342,6 +342,7 @@ def test_calibrate_judge_against_clinicians(tmp_path):
     assert r["verdict"] == "trust"
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_circular_eval_scores_every_shift(tmp_path):
     """CircularEval: a model that always answers "A" is right only where the key is A, and never under every
     shift; a model that reads the options is right under all of them."""

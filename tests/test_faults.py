@@ -38,6 +38,7 @@ def holder(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     proc.wait()
 
 
+@pytest.mark.integration  # subprocesses
 def test_a_second_writer_is_refused_at_once_naming_the_holder(holder: tuple[subprocess.Popen[str], Path]) -> None:
     proc, out = holder
     out.mkdir()
@@ -51,6 +52,7 @@ def test_a_second_writer_is_refused_at_once_naming_the_holder(holder: tuple[subp
     assert not list(out.parent.glob(".out.*.building"))  # nothing was started
 
 
+@pytest.mark.integration  # subprocesses
 def test_a_lock_left_by_a_killed_writer_is_taken_over(holder: tuple[subprocess.Popen[str], Path]) -> None:
     proc, out = holder
     os.kill(proc.pid, signal.SIGKILL)
@@ -98,6 +100,7 @@ def consistent(out: Path, cwd: Path) -> int:
     return len(files)
 
 
+@pytest.mark.integration  # subprocesses
 def test_curate_ingest_into_a_folder_another_run_holds_exits_8(holder: tuple[subprocess.Popen[str], Path],
                                                                  tmp_path: Path) -> None:
     proc, out = holder
@@ -108,6 +111,7 @@ def test_curate_ingest_into_a_folder_another_run_holds_exits_8(holder: tuple[sub
     assert res.stderr.count("\n") == 1 and not out.exists()
 
 
+@pytest.mark.integration  # subprocesses
 def test_a_run_started_while_another_builds_the_same_output_is_refused(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's case: a second run deleted the first's staging folder as a "stale leftover" and both exited 0 with
@@ -224,6 +228,7 @@ def one_line_error(res: dict[str, object], code: int, *parts: str) -> str:
     return err
 
 
+@pytest.mark.integration  # subprocesses
 @needs_tmpfs
 def test_deid_dicom_on_a_disk_that_fills_fails_and_keeps_the_previous_output(tmp_path: Path) -> None:
     """The issue's case: `curate deid dicom` exited 0 with "16 in, 9 out" and mixed new files with the old."""
@@ -250,6 +255,7 @@ def copying_params(tmp_path: Path) -> str:
     return str(path)
 
 
+@pytest.mark.integration  # subprocesses
 @needs_tmpfs
 def test_ingest_and_deidentify_stage_on_a_full_disk_blame_the_disk_not_the_inputs(tmp_path: Path) -> None:
     """The deidentify stage failed but said "7 of 16 inputs failed"; ingest copying files into a full disk."""
@@ -267,6 +273,7 @@ def test_ingest_and_deidentify_stage_on_a_full_disk_blame_the_disk_not_the_input
     assert ing2 == ing and dei2 == dei
 
 
+@pytest.mark.integration  # subprocesses
 @needs_tmpfs
 def test_a_read_only_output_fails_in_one_line(tmp_path: Path) -> None:
     oasis1_raw(tmp_path / "raw", 2)
@@ -278,6 +285,7 @@ def test_a_read_only_output_fails_in_one_line(tmp_path: Path) -> None:
     assert after == before
 
 
+@pytest.mark.integration  # subprocesses
 def test_a_writer_killed_mid_stage_leaves_the_previous_output_and_its_lock_is_taken_over(tmp_path: Path) -> None:
     import time
 

@@ -104,6 +104,7 @@ def test_store_is_trimmed_least_recently_used_first(store: Path, tmp_path: Path,
     assert left == {keys[3], "99" + "3" * 62}
 
 
+@pytest.mark.integration  # ANTs registration
 @pytest.mark.skipif(not (HEADS / "seg3d_mr.nii.gz").is_file(), reason="../shared/fixtures/heads absent")
 def test_a_real_head_fitted_again_is_read_back_with_the_same_targets(store: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:

@@ -543,6 +543,7 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+@pytest.mark.integration  # subprocess and process pool
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
 def test_kill_9_of_a_run_leaves_no_worker_behind(tmp_path: Path) -> None:
     """The process pool ``--workers 2`` uses (curation.parallel.pmap, as normalize calls it), its parent killed with
@@ -652,6 +653,7 @@ def _rewrite_manifest(root: Path, m: dict, card_too: bool = False) -> None:
         (root / "README.md").write_text((root / "README.md").read_text().replace(old, new))
 
 
+@pytest.mark.integration  # git
 def test_release_digest_printed_written_in_the_card_and_pinned(release_dir: tuple[Path, str, Path]) -> None:
     import hashlib
 
@@ -664,6 +666,7 @@ def test_release_digest_printed_written_in_the_card_and_pinned(release_dir: tupl
     assert code == 6 and lines[0] == f"manifest.json: SHA-256 {digest} is not the pinned digest {'0' * 64}"
 
 
+@pytest.mark.integration  # git
 @pytest.mark.parametrize("tamper", ["swap_image", "delete_image", "rewrite_created_from"])
 def test_release_changed_with_its_manifest_fails_against_the_pinned_digest(
         release_dir: tuple[Path, str, Path], tamper: str) -> None:
@@ -691,6 +694,7 @@ def test_release_changed_with_its_manifest_fails_against_the_pinned_digest(
     assert code == 6 and lines[0].startswith("manifest.json: SHA-256 ") and lines[0].endswith(digest)
 
 
+@pytest.mark.integration  # git
 def test_release_verify_refuses_paths_outside_and_symlinks(release_dir: tuple[Path, str, Path]) -> None:
     from curation.records import sha256_file
 
@@ -713,6 +717,7 @@ def test_release_verify_refuses_paths_outside_and_symlinks(release_dir: tuple[Pa
     assert "/etc/hostname: path outside the release; not read" in lines
 
 
+@pytest.mark.integration  # git
 def test_release_from_a_dirty_tree_records_it(release_dir: tuple[Path, str, Path]) -> None:
     import hashlib
     import subprocess
@@ -748,6 +753,7 @@ def test_document_over_the_bound_is_quarantined_not_read(tmp_path: Path) -> None
         ("c/001.png", "skipped:unreferenced_image", "image not listed in any case.json")}
 
 
+@pytest.mark.integration  # git
 def test_release_build_refuses_item_images_from_outside(release_dir: tuple[Path, str, Path]) -> None:
     """Items naming an image outside the project folder, or a symlink, are left out with a counted reason; the
     release holds nothing read from there."""
@@ -824,6 +830,7 @@ def test_safe_name_properties() -> None:
     assert safe_name("my volume.nii.gz").endswith(".nii.gz")
 
 
+@pytest.mark.integration  # subprocess and process pool
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
 def test_kill_9_of_curate_normalize_workers_2(tmp_path: Path) -> None:
     """`curate normalize --workers 2` killed with SIGKILL while its workers normalize: no process is left."""

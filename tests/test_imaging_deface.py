@@ -14,6 +14,8 @@ import curation.demo.phantom as phantom
 from curation.cli import app
 from curation.imaging.deface import DefaceError, deface_file
 
+pytestmark = pytest.mark.integration  # the defacing fit: a SimpleITK registration of the template to the head
+
 
 def _affine() -> np.ndarray:
     return phantom.AFFINE.copy()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import nibabel as nib
 import numpy as np
+import pytest
 from nibabel.processing import resample_to_output
 
 from curation.imaging.steps.n4 import _n4
@@ -49,6 +50,7 @@ def test_n4_removes_a_smooth_bias_field():
     assert cv(out) < 0.5 * cv(data), (cv(data), cv(out))
 
 
+@pytest.mark.integration  # ANTs registration
 def test_register_series_lines_up_a_displaced_sequence(tmp_path):
     from curation.demo.phantom import CONTRAST, Lesion, head
     from curation.imaging.register import RegisterTask, register_series

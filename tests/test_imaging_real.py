@@ -20,8 +20,9 @@ from curation.cli import app
 
 DATA = Path(nib.__file__).parent / "nicom" / "tests" / "data"
 FILES = {"enhanced": DATA / "philips_mprage.dcm.gz", "mosaic": DATA / "siemens_dwi_1000.dcm.gz"}
-pytestmark = pytest.mark.skipif(not all(p.exists() for p in FILES.values()),
-                                reason="this nibabel wheel ships no DICOM test files")
+pytestmark = [pytest.mark.integration,  # dcm2niix in a subprocess
+              pytest.mark.skipif(not all(p.exists() for p in FILES.values()),
+                                 reason="this nibabel wheel ships no DICOM test files")]
 
 
 def _dcm2niix(dcm: Path, out: Path) -> nib.Nifti1Image:

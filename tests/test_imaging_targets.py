@@ -152,6 +152,7 @@ def test_plane_qc_rules() -> None:
     assert sampling_mm(oblique) == (1.0, 1.0, 4.0)
 
 
+@pytest.mark.integration  # ANTs registration
 def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
     """35 sagittal slices 4.8 mm apart: no axial or coronal reformat, no montage, reasons recorded."""
     from curation.imaging.normalize import process_series
@@ -178,6 +179,7 @@ def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
     assert all(not Path(out, n).exists() for n in ("montage_axial.png",))
 
 
+@pytest.mark.integration  # ANTs registration
 def test_no_brain_no_anatomy_renders(tmp_path: Path) -> None:
     """A uniform cylinder (a QA phantom): the template fit is refused, so nothing claims to show a hippocampus."""
     from curation.imaging.normalize import process_series
@@ -196,6 +198,7 @@ def test_no_brain_no_anatomy_renders(tmp_path: Path) -> None:
     assert anatomy["fit"] == "refused" and "no brain anatomy" in anatomy["fit_reason"]
 
 
+@pytest.mark.integration  # ANTs registration
 @pytest.mark.skipif(not MPRAGE.is_dir(), reason="../shared/fixtures/dicom-real absent")
 def test_real_siemens_mprage(tmp_path: Path) -> None:
     """The dcm_qa XA30 'T1w MPRAGE' (2 mm isotropic, sagittal): 2 mm between samples everywhere, so only its
@@ -218,6 +221,7 @@ PERIVENTRICULAR = phantom.Lesion((0.62, 0.55, 0.6), 4.0)
 DEEP_WHITE = phantom.Lesion.at_mm(26.0, -12.0, 36.0, 6.0)
 
 
+@pytest.mark.integration  # ANTs registration
 @pytest.mark.parametrize(("sequence", "lesion"), [("FLAIR", PERIVENTRICULAR), ("DWI", PERIVENTRICULAR),
                                                   ("SWI", PERIVENTRICULAR), ("T2w", DEEP_WHITE),
                                                   ("T1w", DEEP_WHITE)])
@@ -241,6 +245,7 @@ def test_lesion_found_on_each_contrast_and_not_invented(sequence: str, lesion: p
     assert "lesion" not in {t["target"] for t in locate(clean, phantom.AFFINE, sequence, p)["targets"]}
 
 
+@pytest.mark.integration  # ANTs registration
 @pytest.mark.parametrize("seed", [3, 11])
 def test_targets_on_a_demo_brain_that_is_not_the_template(seed: int) -> None:
     """A demo participant's brain has another population's shape and its own size (phantom.Subject), so the fit
@@ -265,6 +270,7 @@ def test_targets_on_a_demo_brain_that_is_not_the_template(seed: int) -> None:
     assert max(template_off) >= 3.0, template_off
 
 
+@pytest.mark.integration  # ANTs registration
 @pytest.mark.parametrize("sequence", ["T2w", "T1w"])
 def test_fluid_edge_is_not_a_lesion_on_t1_t2(sequence: str) -> None:
     """On T1 and T2 a periventricular lesion looks like the ventricle it touches, and an atrophied brain unlike the

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.integration  # lint-imports in a subprocess
 
 
 def test_import_layers_hold() -> None:

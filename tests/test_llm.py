@@ -31,6 +31,7 @@ def req(i: int) -> Request:
                    prompt_version=1)
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_success_then_cache_makes_zero_calls(server, tmp_path):
     c = client(server, tmp_path)
     first = c.run([req(i) for i in range(10)])
@@ -44,6 +45,7 @@ def test_success_then_cache_makes_zero_calls(server, tmp_path):
     assert again.usage.cache_hits == 10 and again.usage.calls == 0
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_cache_key_covers_model_prompt_version_and_parameters(server, tmp_path):
     c = client(server, tmp_path)
     base = req(0)
@@ -54,6 +56,7 @@ def test_cache_key_covers_model_prompt_version_and_parameters(server, tmp_path):
     assert len(keys) == 4
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_malformed_json_is_recorded_with_raw_text_and_not_cached(server, tmp_path):
     server.set_responder(fixed("this is not JSON {"))
     c = client(server, tmp_path)
@@ -64,6 +67,7 @@ def test_malformed_json_is_recorded_with_raw_text_and_not_cached(server, tmp_pat
     assert not r2.cached and server.calls == 2, "a bad answer is asked again, never served from the cache"
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_schema_violation_and_check_rejection(server, tmp_path):
     server.set_responder(fixed('{"x": "one"}'))
     c = client(server, tmp_path)
@@ -76,6 +80,7 @@ def test_schema_violation_and_check_rejection(server, tmp_path):
     assert not r.ok and r.error == "rejected:odd"
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_429_and_500_are_retried_with_backoff(server, tmp_path):
     server.set_responder(lambda body, n: Reply(status=429) if n <= 2
                          else (Reply(status=503) if n == 3 else Reply('{"x": 2}')))
@@ -85,6 +90,7 @@ def test_429_and_500_are_retried_with_backoff(server, tmp_path):
     assert server.calls == 4 and c.usage.retries == 3
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_retries_are_bounded(server, tmp_path):
     server.set_responder(lambda body, n: Reply(status=500))
     c = client(server, tmp_path, max_retries=2)
@@ -93,6 +99,7 @@ def test_retries_are_bounded(server, tmp_path):
     assert server.calls == 3 and c.usage.failures["http_500"] == 1
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_timeout_is_retried(server, tmp_path):
     server.set_responder(lambda body, n: Reply('{"x": 5}', delay=1.0 if n == 1 else 0))
     c = client(server, tmp_path, timeout_s=0.3)
@@ -100,6 +107,7 @@ def test_timeout_is_retried(server, tmp_path):
     assert r.ok and r.value == {"x": 5} and c.usage.retries == 1
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_dropped_connection_is_retried(server, tmp_path):
     server.set_responder(lambda body, n: Reply(drop=True) if n == 1 else Reply('{"x": 6}'))
     c = client(server, tmp_path)
@@ -107,6 +115,7 @@ def test_dropped_connection_is_retried(server, tmp_path):
     assert r.ok and r.value == {"x": 6}
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_corrupted_cache_entry_is_detected_and_refetched(server, tmp_path):
     c = client(server, tmp_path)
     [r] = c.run([req(0)])
@@ -123,6 +132,7 @@ def test_corrupted_cache_entry_is_detected_and_refetched(server, tmp_path):
     assert r3.ok and c3.cache.corrupt == 1 and server.calls == 3
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_cost_accounting(server, tmp_path):
     c = client(server, tmp_path, price_per_1k_prompt=1.0, price_per_1k_completion=2.0)
     c.run([req(0)])
@@ -130,6 +140,7 @@ def test_cost_accounting(server, tmp_path):
     assert m["llm_cost_usd"] == pytest.approx(m["llm_prompt_tokens"] / 1000 + 2 * m["llm_completion_tokens"] / 1000)
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_concurrency_is_bounded(server, tmp_path):
     import threading
 

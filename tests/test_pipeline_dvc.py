@@ -12,7 +12,7 @@ import pytest
 
 from .conftest import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.e2e  # the whole pipeline, through `dvc repro`
 PROJECT_FILES = ["curation", "templates", "annotation", "params.yaml", "dvc.yaml", "pyproject.toml", ".dvc/config",
                  ".dvc/.gitignore", ".dvcignore", "data/review/annotations.json", ".gitignore"]
 

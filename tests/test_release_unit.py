@@ -21,7 +21,7 @@ from curation.release.diff import diff
 from curation.release.verify import verify_release
 from curation.schema import Item, Review, ReviewDecision
 
-from .factories import item, png, project_params, write_items
+from .factories import item, png, project_params, without_git, write_items
 
 NAME = "neuro-bench"
 
@@ -37,6 +37,12 @@ def v1_items() -> list[Item]:
     items[0] = items[0].model_copy(update={"status": "reviewed", "review": accepted})
     items.append(item(4, source="adni", template="adni_tpl", status="unreviewed"))
     return items
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_git() -> Iterator[None]:
+    with without_git():
+        yield
 
 
 @pytest.fixture(scope="module")

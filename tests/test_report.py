@@ -6,6 +6,8 @@ import pickle
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from curation.paths import OUTSIDE_INPUT, walk_files
 from curation.report import Kind, Outcome, Report
 
@@ -24,6 +26,7 @@ def test_outcome_kinds_and_the_reason_written() -> None:
     assert odd.kind is Kind.failed and odd.reason == "edit_not_applied:answer_not_in_options"
 
 
+@pytest.mark.integration  # a process pool
 def test_outcome_pickles_and_crosses_a_process_pool() -> None:
     o = Outcome.success(actions={"00100010": "D"}, values_checked=3)
     assert pickle.loads(pickle.dumps(o)) == o

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from curation.schema import Evidence, Generator, Item, Turn
 from curation.testing.openai_server import OpenAIServer, Reply, user_text
 
 from .conftest import ROOT
+from .factories import without_git
 
 L = "ABCDE"
 GRADES = ["grade 1", "grade 2", "grade 3", "grade 4", "grade 5"]
@@ -31,6 +33,12 @@ SHORT = ["a simple arachnoid cyst", "a small extra-axial mass", "vasogenic oedem
          "a low-grade intrinsic tumour"]  # shorter than every key, but not so short that one item gives it away
 DX = ["stroke", "glioma", "abscess", "lymphoma", "metastasis"]
 FINDINGS = ["infarct", "haemorrhage", "demyelination", "glioblastoma multiforme"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_git() -> Iterator[None]:
+    with without_git():
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -201,6 +209,7 @@ def text_only_responder(items: list[Item]):
     return respond
 
 
+@pytest.mark.integration  # a local HTTP server
 def test_model_answering_from_text_alone_blocks_the_template(tmp_path):
     fair = [item("fair", n, f"Case {n}: how would you grade the abnormality on this image?", GRADES, n % 5)
             for n in range(10)]

@@ -7,7 +7,6 @@ played turn by turn. ``extract_letter`` reads the option a response commits to.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from collections.abc import Sequence
@@ -15,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curation.llm import LLMClient, Prompt, Request
+from curation.llm import LLMClient, Prompt
+from curation.llm.images import image_parts
+from curation.llm.step import LLMStep, StepParams
 from curation.schema import Item, ReleaseRow
 from curation.text import LETTERS, plain
 
@@ -80,57 +81,88 @@ class Sample:
     bertscore: float | None = None
 
 
-def _image_parts(images: list[bytes]) -> list[dict[str, Any]]:
-    out = []
-    for data in images:
-        mime = "image/png" if data[:8] == b"\x89PNG\r\n\x1a\n" else "image/jpeg"
-        out.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"}})
-    return out
+@dataclass(frozen=True)
+class Ask:
+    """One sample of one item: its first question, or (``history`` set) a dialogue's next turn."""
+
+    item: EvalItem
+    sample: int
+    history: tuple[dict[str, Any], ...] | None = None
+
+
+class AnswerParams(StepParams):
+    temperature: float
+
+
+class AnswerItem(LLMStep[Ask, str]):
+    """A model answers an item as an examinee would: its context and question (a dialogue's first ask) in the
+    ``eval_answer`` prompt, its images attached; the reply is free text, read later (``extract_letter``)."""
+
+    name = "answer_item"
+    version = 1
+    prompt_name = "eval_answer"
+    params_model = AnswerParams
+    params: AnswerParams
+
+    def values(self, inp: Ask) -> dict[str, Any]:
+        it = inp.item
+        if it.format == "multi_turn":  # the question first (asked with the images), the clinician's turns after
+            return {"context": it.context, "question": dialogue_asks(it)[0], "options": []}
+        return {"context": it.context, "question": it.question, "options": it.options}
+
+    def messages(self, inp: Ask) -> list[dict[str, Any]]:
+        if inp.history is not None:
+            return list(inp.history)
+        system, user = super().messages(inp)
+        return [system, {"role": "user", "content": [{"type": "text", "text": user["content"]},
+                                                     *image_parts(inp.item.images)]}]
+
+    def sampling(self, inp: Ask) -> dict[str, Any]:
+        return {"seed": inp.sample, "temperature": self.params.temperature}
+
+    def input_id(self, inp: Ask) -> str:
+        return f"{inp.item.item_id}#{inp.sample}"
+
+
+def dialogue_asks(it: EvalItem) -> list[str]:
+    """What a multi-turn item asks, in order: its question, then each clinician turn, each revealing more."""
+    return [a for a in [it.question, *(t["text"] for t in it.turns if t["role"] != "model")] if a]
+
+
+@dataclass
+class _Dialogue:
+    ask: Ask
+    todo: list[str]
 
 
 def ask(client: LLMClient, prompt: Prompt, items: list[EvalItem], n: int, temperature: float) -> list[Sample]:
     """n samples for every item; multi-turn items are played turn by turn, all dialogues advancing together."""
+    step = AnswerItem(AnswerParams(temperature=temperature), prompt)
     samples = {(it.item_id, s): Sample(it.item_id, s) for it in items for s in range(n)}
-    single = [it for it in items if it.format != "multi_turn"]
-    reqs, keys = [], []
-    for it in single:
-        base = prompt.messages(context=it.context, question=it.question, options=it.options)
-        base[-1]["content"] = [{"type": "text", "text": base[-1]["content"]}, *_image_parts(it.images)]
-        for s in range(n):
-            reqs.append(Request(messages=base, prompt_id=prompt.id, prompt_version=prompt.version, seed=s,
-                                temperature=temperature, max_tokens=prompt.max_tokens))
-            keys.append((it.item_id, s))
-    for key, res in zip(keys, client.run(reqs), strict=True):
-        samples[key].response = res.text if res.ok else None
-        samples[key].error = None if res.ok else res.error
+    single = [Ask(it, s) for it in items if it.format != "multi_turn" for s in range(n)]
+    for a, out in zip(single, step.run(client, single), strict=True):
+        samples[a.item.item_id, a.sample].response = out.value if out.ok else None
+        samples[a.item.item_id, a.sample].error = None if out.ok else out.code
     # dialogues: the clinician's turns are the user's; the model answers each in turn
-    dialogues: list[dict[str, Any]] = []
-    for it in (i for i in items if i.format == "multi_turn"):
-        # the question first (asked with the images), then each clinician turn, each revealing something new
-        asks = [a for a in [it.question, *(t["text"] for t in it.turns if t["role"] != "model")] if a]
-        sys_msg, first = prompt.messages(context=it.context, question=asks[0], options=[])
-        first = {"role": "user", "content": [{"type": "text", "text": first["content"]}, *_image_parts(it.images)]}
-        for s in range(n):
-            dialogues.append({"key": (it.item_id, s), "messages": [sys_msg, first], "asks": asks[1:], "seed": s})
-    live = dialogues
+    live = [_Dialogue(Ask(it, s), dialogue_asks(it)[1:]) for it in items if it.format == "multi_turn" for s in range(n)]
     while live:
-        reqs = [Request(messages=d["messages"], prompt_id=prompt.id, prompt_version=prompt.version, seed=d["seed"],
-                        temperature=temperature, max_tokens=prompt.max_tokens) for d in live]
         nxt = []
-        for d, res in zip(live, client.run(reqs), strict=True):
-            smp = samples[d["key"]]
-            if not res.ok:
-                smp.error = res.error
+        for d, out in zip(live, step.run(client, [d.ask for d in live]), strict=True):
+            smp = samples[d.ask.item.item_id, d.ask.sample]
+            if not out.ok:
+                smp.error = out.code
                 continue
-            smp.dialogue.append({"role": "model", "text": res.text or ""})
-            d["messages"] = [*d["messages"], {"role": "assistant", "content": res.text or ""}]
-            if d["asks"]:
-                q = d["asks"].pop(0)
+            text = out.value or ""
+            smp.dialogue.append({"role": "model", "text": text})
+            history = [*step.messages(d.ask), {"role": "assistant", "content": text}]
+            if d.todo:
+                q = d.todo.pop(0)
                 smp.dialogue.append({"role": "clinician", "text": q})
-                d["messages"].append({"role": "user", "content": q})
+                history.append({"role": "user", "content": q})
+                d.ask = Ask(d.ask.item, d.ask.sample, tuple(history))
                 nxt.append(d)
             else:
-                smp.response = res.text
+                smp.response = out.value
         live = nxt
     return list(samples.values())
 

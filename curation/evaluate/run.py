@@ -19,8 +19,9 @@ from typing import Any
 
 from curation.answering import EvalItem, Sample, ask, extract_letter, is_refusal
 from curation.errors import InputError, ParamsError
+from curation.evaluate.judge import Graded, Judge
 from curation.evaluate.scoring import BertScorer, weighted_score
-from curation.llm import LLMClient, Prompt, Request, load_prompt
+from curation.llm import LLMClient, Prompt, load_prompt
 from curation.params import EvaluateParams, LlmParams, ModelSpec
 from curation.records import output_lock, write_jsonl, write_text
 from curation.release import read
@@ -82,21 +83,18 @@ def score_samples(items: dict[str, EvalItem], samples: list[Sample], p: Evaluate
     to_judge = [s for s in samples if s.response is not None and s.error_type != "format_refusal"
                 and (items[s.item_id].format != "mcq" or s.correct is False)]
     if judge is not None and judge_prompt is not None:
-        check = _judge_check(p)
-        reqs = [Request.from_prompt(judge_prompt, check, question=items[s.item_id].question,
-                                    options=items[s.item_id].options, reference=items[s.item_id].reference,
-                                    response=s.response) for s in to_judge]
-        for s, res in zip(to_judge, judge.run(reqs), strict=True):
-            if not res.ok:
-                s.judge = {"error": res.error, "raw": res.text}
+        graded = [Graded(items[s.item_id], s.response or "", s.sample) for s in to_judge]
+        for s, out in zip(to_judge, Judge(p.judge, judge_prompt).run(judge, graded), strict=True):
+            if not out.ok:
+                s.judge = {"error": out.code, "raw": out.raw_reply[0] if out.raw_reply else None}
                 continue
-            v = res.value
-            s.judge = v
-            s.judge_score = weighted_score(v["scores"], p.judge.weights)
+            v = out.reply
+            s.judge = v.model_dump(mode="json", exclude_unset=True)
+            s.judge_score = weighted_score(v.scores, p.judge.weights)
             if items[s.item_id].format != "mcq":
-                s.correct = bool(v["correct"]) and s.judge_score >= p.judge.pass_threshold
+                s.correct = v.correct and s.judge_score >= p.judge.pass_threshold
             if s.correct is False:
-                s.error_type = v.get("error_type") or "reasoning"
+                s.error_type = v.error_type or "reasoning"
     else:
         for s in to_judge:
             if items[s.item_id].format != "mcq":
@@ -107,14 +105,6 @@ def score_samples(items: dict[str, EvalItem], samples: list[Sample], p: Evaluate
         for s, f1 in zip(open_s, bert.f1([s.response or "" for s in open_s],
                                           [items[s.item_id].reference for s in open_s]), strict=True):
             s.bertscore = f1
-
-
-def _judge_check(p: EvaluateParams) -> Any:
-    def check(v: Any) -> str | None:
-        missing = [c for c in p.judge.weights if c not in v["scores"]]
-        return f"missing_criteria:{','.join(missing)}" if missing else None
-
-    return check
 
 
 def circular_eval(client: LLMClient, prompt: Prompt,

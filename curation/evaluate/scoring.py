@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 ERROR_TYPES = ("perceptual", "reasoning", "knowledge", "hallucination", "format_refusal")
@@ -33,7 +33,7 @@ def bootstrap_ci(values: Sequence[float], resamples: int = 1000, level: float = 
     return round(lo, 4), round(hi, 4)
 
 
-def weighted_score(scores: dict[str, float], weights: dict[str, float], scale_max: float = 5.0) -> float:
+def weighted_score(scores: Mapping[str, float], weights: dict[str, float], scale_max: float = 5.0) -> float:
     """Rubric criteria (each 1..scale_max) -> one 0..1 score with the configured weights."""
     total = sum(weights.values())
     if total <= 0:

@@ -155,30 +155,19 @@ def model_gates(items: list[Item], params: FilterParams, llm: LlmParams, report:
     return drop
 
 
-VERIFIER_CHECKS = ("self_contained", "single_answer", "clinically_valid", "image_text_consistent")
-
-
 def _verify(client: Any, items: list[Item], params: FilterParams, report: Report,
             drop: dict[str, tuple[str, Any]]) -> None:
     """The LLM verifier on each item with its images; an item failing any of ``VERIFIER_CHECKS`` is dropped."""
-    from curation.generate.augment import with_images
-    from curation.llm import Request, load_prompt
+    from curation.quality.verify import VerifyItem
 
-    prompt = load_prompt("verify_item", params.prompts_dir)
-    reqs = []
-    for i in items:
-        r = Request.from_prompt(prompt, None, context=i.context, question=i.question, options=i.options,
-                                answer=i.answer)
-        r.messages = with_images(r.messages, i.images)
-        reqs.append(r)
-    for i, res in zip(items, client.run(reqs), strict=True):
-        if not res.ok:
-            report.counts[f"verifier_failed:{(res.error or '').split(':')[0]}"] += 1
+    for i, out in zip(items, VerifyItem(None, params.prompts_dir).run(client, items), strict=True):
+        if not out.ok:
+            report.counts[f"verifier_failed:{out.code.split(':')[0]}"] += 1
             continue
-        failed = [k for k in VERIFIER_CHECKS if not res.value[k]]
-        i.quality["verifier"] = {"model": client.model, "passed": not failed, "reason": res.value.get("reason")}
+        failed = out.reply.failed()
+        i.quality["verifier"] = {"model": out.origin.requested_model, "passed": not failed, "reason": out.reply.reason}
         if failed:
-            drop[i.item_id] = (f"verifier:{failed[0]}", res.value.get("reason") or "")
+            drop[i.item_id] = (f"verifier:{failed[0]}", out.reply.reason or "")
     report.metrics["verifier_calls"] = client.usage.as_metrics()
 
 

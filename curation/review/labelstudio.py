@@ -58,7 +58,7 @@ def _call(client: Any, what: str, fn: Callable[[], Any]) -> Any:
 # -- task data -----------------------------------------------------------------------------------------
 def image_url(path: str, mode: str, root: Path) -> str:
     if mode == "data-uri":
-        from curation.generate.augment import data_uri
+        from curation.llm.images import data_uri
 
         return data_uri(path)
     rel = Path(path).resolve().relative_to(root.resolve())

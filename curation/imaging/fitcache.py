@@ -3,10 +3,10 @@
 A fit costs tens of seconds a volume; a curator re-running ``dvc repro`` after changing a lesion threshold, a
 template or a render setting would pay it again for every volume. A fit is a pure function of the series' voxels,
 its affine, its sequence and the code and settings of the fit, so those are the key (sha256): the voxels, the
-affine, the sequence, the bytes of anatomy.py, templatefit.py, registration.yaml and landmarks.yaml, the template files' names and
-sizes and the antspyx version. Any change to one of them is a miss. An entry is ANTs' transform files and a small
-JSON (matrix, metric, kind, file order), written to a temporary folder and renamed into place, so that concurrent
-workers and a killed run never leave a half entry.
+affine, the sequence, the bytes of anatomy.py, templatefit.py, registration.yaml and landmarks.yaml, the template
+files' names and sizes and the antspyx version. Any change to one of them is a miss. An entry is ANTs' transform
+files and a small JSON (matrix, metric, kind, file order), written to a temporary folder and renamed into place, so
+that concurrent workers and a killed run never leave a half entry.
 
 Where: ``CURATION_FIT_CACHE`` (a folder; ``off`` turns the store off), else ``$XDG_CACHE_HOME/medbench-curation/
 anatomy-fits`` (``~/.cache`` without it). Its size is kept under ``CURATION_FIT_CACHE_GB`` (default 5): after a

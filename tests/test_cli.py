@@ -78,3 +78,13 @@ def test_stage_commands_share_their_options() -> None:
             cmd = cmd.get_command(None, name)
         opts = {o for p in cmd.params for o in p.opts if o.startswith("--")}
         assert opts == {"--params", "--report", *extra}, (path, opts)
+
+
+def test_render_reads_the_contrast_from_a_bids_like_file_name() -> None:
+    """`curate imaging render` without --sequence: the file name's suffix picks the registration template."""
+    from curation.cli.imaging import sequence_from_name
+
+    named = {"sub-01_ses-1_T1w.nii.gz": "T1w", "sub-01_PDw.nii.gz": "PD", "head_PD.nii.gz": "PD",
+             "subject_t2w.nii": "T2w", "sub-01_FLAIR.nii.gz": "FLAIR", "sub-01_dwi.nii.gz": "DWI",
+             "seg3d_mr.nii.gz": None, "T1.nii.gz": None, "scan.hdr": None}
+    assert {n: sequence_from_name(Path(n)) for n in named} == named

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from curation.generate.engine import Engine
-from curation.generate.facts import clinical_context, deid_artefacts, fact_sets
+from curation.generate.facts import fact_sets
+from curation.generate.presentation import clinical_context, deid_artefacts
 from curation.params import GenerateParams
 from curation.schema import (
     Case,

@@ -16,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from curation.errors import ParamsError
 from curation.generate import tags
-from curation.generate.facts import deid_artefacts, fact_sets, keyed, known_fact, lookup
+from curation.generate.facts import fact_sets, known_fact, lookup
+from curation.generate.presentation import deid_artefacts
 from curation.generate.tags import answer_facts
+from curation.generate.values import keyed
 from curation.params import GenerateParams
 from curation.records import content_hash
 from curation.schema import Case, Evidence, Generator, Item, ItemFormat, TaskType, Turn

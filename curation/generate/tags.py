@@ -2,7 +2,7 @@
 
 - small_object: a target shown that covers under ``small_object_below`` of the brain in its slice (measured by the
   normalize stage on a volume), or a report's figure of a lesion its report calls small ("small", "punctate",
-  "lacunar", a size up to 10 mm: facts._described_small), where no mask measures it
+  "lacunar", a size up to 10 mm: finding_facts._described_small), where no mask measures it
 - fine_detail: the answer is a grade read off a small structure (the hippocampi), or a change of the ventricles
   under ``SUBTLE_CHANGE`` of their volume (a gross one, or the size of a large structure, is a global judgement)
 - spatial: the answer depends on locating the finding (anatomy, side, territory)
@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from curation.generate.facts import keyed
+from curation.generate.values import keyed
 from curation.schema import Evidence, Item, ItemFormat, ReasoningDim, TaskType, VisualDim
 
 SMALL_OBJECT_BELOW = 0.01

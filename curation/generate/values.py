@@ -1,0 +1,54 @@
+"""Reading a fact's value: scores as numbers, knowledge-table entries and grade bands, and the number or age phrase
+as an item prints it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def keyed(table: dict[str, Any], key: str | None) -> Any:
+    """A knowledge table's entry for ``key`` (a diagnosis, an anatomy), ignoring case: a source writes "Acute
+    ischaemic stroke" where another writes "acute ischaemic stroke"."""
+    if not key:
+        return None
+    if key in table:
+        return table[key]
+    folded = key.casefold()
+    return next((v for k, v in table.items() if k.casefold() == folded), None)
+
+
+def age_phrase(age: int, ninety_plus: bool) -> str:
+    """With its article: "a 74-year-old", "an 88-year-old", "a 90-year-old or older"."""
+    if ninety_plus or age >= 90:
+        return "a 90-year-old or older"
+    return f"{'an' if str(age).startswith('8') or age in (11, 18) else 'a'} {age}-year-old"
+
+
+
+def num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) else None
+
+
+def score_of(scores: dict[str, Any], *names: str) -> float | None:
+    for n in names:
+        v = scores.get(n)
+        if isinstance(v, int | float):
+            return float(v)
+    return None
+
+
+def fmt(v: float | None) -> Any:
+    if v is None:
+        return None
+    return int(v) if float(v).is_integer() else round(float(v), 1)
+
+
+def grade_of(value: float | None, bands: list[list[Any]]) -> str | None:
+    """``bands`` is [[upper_bound, label], ...] in increasing order; the first bound above ``value`` wins."""
+    if value is None:
+        return None
+    for bound, label in bands:
+        if value < float(bound):
+            return label
+    return None
+

@@ -68,7 +68,7 @@ def release(pipeline: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     from curation.params import ValidityParams, load_params
     from curation.quality.filter import run as filt
-    from curation.quality.validity import template_key
+    from curation.quality.items import template_key
     from curation.records import read_jsonl
     from curation.release.build import run as build
     from curation.review.merge import run as review

@@ -14,9 +14,9 @@ from PIL import Image
 
 from curation.errors import VerificationError
 from curation.params import FilterParams, LlmParams, ModelSpec, ReleaseParams, ValidityParams
+from curation.quality.blind import measure_blind
 from curation.quality.filter import run as filter_run
 from curation.quality.leaks import load_rules, mapping_leaks, sibling_leaks
-from curation.quality.validity import measure_blind
 from curation.records import read_jsonl
 from curation.schema import Evidence, Generator, Item, Turn
 from curation.testing.openai_server import OpenAIServer, Reply, user_text
@@ -247,7 +247,7 @@ def test_model_answering_from_text_alone_blocks_the_template(tmp_path):
 
 
 def test_swapped_image_comes_from_another_case_with_the_same_sequence():
-    from curation.quality.validity import swapped_images
+    from curation.quality.ablation import swapped_images
 
     a = item("t", 1, "q", GRADES, 0)
     b = item("t", 2, "q", GRADES, 1)

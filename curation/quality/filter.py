@@ -106,7 +106,7 @@ def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
             break
     ans = plain(item.answer)
     if len(ans) >= 4:  # a dialogue shows its clinician turns too (the model turns are the reference)
-        from curation.quality.validity import visible_text
+        from curation.quality.items import visible_text
 
         visible = plain(visible_text(item))
         if re.search(rf"\b{re.escape(ans)}\b", visible):
@@ -125,9 +125,12 @@ STRUCTURAL_OK = ("answer_leak", "mcq_answer_by_")
 
 def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = None,
         llm: LlmParams | None = None, validity_path: Path | None = None, plot_path: Path | None = None) -> Report:
-    from curation.quality import validity as v
+    from curation.quality.ablation import model_baselines
+    from curation.quality.blind import effective_items, measure_blind, overall_blind
     from curation.quality.gates import answer_share_cap, assign_splits, balance, model_gates, near_duplicates, rebalance
+    from curation.quality.items import template_key
     from curation.quality.leaks import load_rules, mapping_leaks, sibling_leaks
+    from curation.quality.validity import decide, difficulty_by_model, plot_rows
 
     src, dst = Path(src), Path(dst)
     if not (src / "items.jsonl").exists():
@@ -160,11 +163,11 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
         for iid, (reason, sibling) in sibling_leaks(measured, synonyms).items():
             reasons[iid].append(reason)
             details[iid] = {"sibling": sibling}
-    templates = v.measure_blind(measured, params.validity, synonyms)
-    models = v.model_baselines(measured, params.validity, llm, params.prompts_dir, params.seed, report)
-    v.decide(templates, models, params.validity)
+    templates = measure_blind(measured, params.validity, synonyms)
+    models = model_baselines(measured, params.validity, llm, params.prompts_dir, params.seed, report)
+    decide(templates, models, params.validity)
     for i in items:
-        t = templates.get(v.template_key(i))
+        t = templates.get(template_key(i))
         if t and t["blocked"]:
             reasons[i.item_id].extend(t["reasons"])
             details.setdefault(i.item_id, t["detail"])
@@ -188,9 +191,9 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
             optional = ("verifier", "text_only_correct_rate", "difficulty_pass_rates")
             checks = ["validity", "leakage", "near_duplicate", "template_validity",
                       *sorted(k for k in optional if k in item.quality)]
-            t = templates[v.template_key(item)]
+            t = templates[template_key(item)]
             item.quality = {**item.quality, "gates": "passed", "checks": checks, "template_validity": {
-                "template": v.template_key(item), "best_blind_baseline": t["best_blind_baseline"],
+                "template": template_key(item), "best_blind_baseline": t["best_blind_baseline"],
                 "best_blind_lift": t["best_blind_lift"], "above_threshold": t["above_threshold"],
                 "blocked": t["blocked"], "reasons": t["reasons"], "max_blind_lift": params.validity.max_blind_lift}}
             if item.difficulty is None:  # no difficulty model rated it: the computed rule (generate.tags)
@@ -204,15 +207,15 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
     report.metrics["underfilled_cells"] = bal["underfilled_cells"]
     report.metrics["answer_position_counts"] = bal["distribution"]["answer_letter"]
     report.metrics["split_counts"] = dict(sorted(Counter(i.split for i in kept).items()))
-    kept_by_t = Counter(v.template_key(i) for i in kept)
+    kept_by_t = Counter(template_key(i) for i in kept)
     for key, entry in templates.items():
         entry["kept_items"] = kept_by_t.get(key, 0)
     validity: dict[str, Any] = {
         "max_blind_lift": params.validity.max_blind_lift, "confidence": params.validity.confidence,
         "block": params.validity.block,
         "baselines": list(params.validity.baselines),
-        "overall": {**v.overall_blind(measured, templates),
-                    "kept_items": len(kept), "kept_effective_items": v.effective_items(kept),
+        "overall": {**overall_blind(measured, templates),
+                    "kept_items": len(kept), "kept_effective_items": effective_items(kept),
                     "templates_above_threshold": sorted(k for k, e in templates.items() if e["above_threshold"]),
                     "templates_blocked": sorted(k for k, e in templates.items() if e["blocked"]),
                     "items_blocked": sum(e["items"] for e in templates.values() if e["blocked"]),
@@ -223,7 +226,7 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
             "models": {m: {k: val for k, val in r.items() if k != "templates"}
                        for m, r in (models.get("models") or {}).items()}},
         # every rated item, the ones dropped as too easy included, so the bias toward the filter models shows
-        "difficulty_by_model": v.difficulty_by_model(valid) if params.difficulty_models else
+        "difficulty_by_model": difficulty_by_model(valid) if params.difficulty_models else
         "skipped: no difficulty_models in filter params",
         "leaks": dict(sorted(Counter(r for rs in reasons.values() for r in rs
                                      if r.startswith(("answer_leak", "sibling"))).items())),
@@ -238,6 +241,6 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
     if validity_path is not None:
         write_json(validity_path, validity)
     if plot_path is not None:
-        write_json(plot_path, v.plot_rows(templates))
+        write_json(plot_path, plot_rows(templates))
     report.write(report_path)
     return report

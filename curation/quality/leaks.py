@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from curation.errors import InputError, validation_message
-from curation.quality.validity import is_mcq, stated, visible_text
+from curation.quality.items import is_mcq, stated, visible_text
 from curation.schema import Item, TaskType
 from curation.text import plain
 

@@ -85,7 +85,7 @@ def template_validity(items: list[Any], report: dict[str, Any] | None,
     the filter blocked; and the templates that would make the release refuse to build (``refused``)."""
     from collections import Counter
 
-    from curation.quality.validity import template_key
+    from curation.quality.items import template_key
 
     measured = (report or {}).get("templates", {})
     out: dict[str, Any] = {"templates": {}, "blocked": {}, "refused": [], "allowed": [], "unmeasured_items": 0,

@@ -155,7 +155,6 @@ def _case_facts(case: Case, knowledge: dict[str, Any]) -> dict[str, Any]:
     return f
 
 
-
 def lookup(facts: dict[str, Any], dotted: str) -> Any:
     cur: Any = facts
     for part in dotted.split("."):

@@ -13,7 +13,6 @@ def registered_to(series: Series, reference: Series) -> bool:
                for step in series.provenance)
 
 
-
 def target_render(series: Series, target: str) -> Render | None:
     """The render the normalize stage placed on ``target`` (montage counts as the whole brain)."""
     for r in series.renders:

@@ -24,7 +24,6 @@ def age_phrase(age: int, ninety_plus: bool) -> str:
     return f"{'an' if str(age).startswith('8') or age in (11, 18) else 'a'} {age}-year-old"
 
 
-
 def num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) else None
 

@@ -42,7 +42,6 @@ def is_mcq(item: Item) -> bool:
     return item.format == ItemFormat.mcq and item.answer_index is not None and len(item.options) >= 2
 
 
-
 def mean(xs: list[float]) -> float | None:
     """The mean rounded to 4 places (None over no values): how every validity figure is written."""
     return round(sum(xs) / len(xs), 4) if xs else None

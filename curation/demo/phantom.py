@@ -353,8 +353,8 @@ def face_parts() -> dict[str, np.ndarray]:
     world = maps.world()
     labels = maps.labels
     front_of_brain = world[1] > 75.0  # the frontal pole of the template lies at y = 73 mm
-    nose = anatomy._ellipsoid(world, *anatomy.NOSE) & (labels == anatomy.LABELS["face"])
-    orbits = [anatomy._ellipsoid(world, *o) & (labels == anatomy.LABELS["orbit"]) for o in anatomy.ORBITS]
+    nose = anatomy.ellipsoid(world, *anatomy.NOSE) & (labels == anatomy.LABELS["face"])
+    orbits = [anatomy.ellipsoid(world, *o) & (labels == anatomy.LABELS["orbit"]) for o in anatomy.ORBITS]
     return {"front": front_of_brain & (labels > anatomy.LABELS["brain"]) & (labels != anatomy.LABELS["brain"]),
             "nose": nose, "orbit_left": orbits[0], "orbit_right": orbits[1]}
 

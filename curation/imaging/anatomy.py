@@ -148,7 +148,7 @@ NOSE = ((0.0, 104.0, -46.0), (9.0, 14.0, 18.0))
 ORBITS = (((-32.0, 62.0, -34.0), (12.0, 12.0, 11.0)), ((32.0, 62.0, -34.0), (12.0, 12.0, 11.0)))
 
 
-def _ellipsoid(world: tuple[np.ndarray, ...], centre: tuple[float, ...], radii: tuple[float, ...],
+def ellipsoid(world: tuple[np.ndarray, ...], centre: tuple[float, ...], radii: tuple[float, ...],
                power: int = 2) -> np.ndarray:
     acc: Any = 0.0
     for g, c, r in zip(world, centre, radii, strict=True):
@@ -177,10 +177,10 @@ def _head_labels(brain: np.ndarray, spacing: float, aff: np.ndarray) -> np.ndarr
     dist = ndimage.distance_transform_edt(~hull, sampling=spacing)
     z = world[2]
     labels = np.zeros(shape, np.uint8)
-    neck = _ellipsoid(world, (0.0, -25.0, -95.0), (48.0, 50.0, 45.0))
-    face = _ellipsoid(world, *FACE, power=4)
-    nose = _ellipsoid(world, *NOSE)
-    orbits = _ellipsoid(world, *ORBITS[0]) | _ellipsoid(world, *ORBITS[1])
+    neck = ellipsoid(world, (0.0, -25.0, -95.0), (48.0, 50.0, 45.0))
+    face = ellipsoid(world, *FACE, power=4)
+    nose = ellipsoid(world, *NOSE)
+    orbits = ellipsoid(world, *ORBITS[0]) | ellipsoid(world, *ORBITS[1])
     soft = face | nose | neck
     labels[soft] = LABELS["face"]
     labels[(dist <= 14.0) & (z > -75.0)] = LABELS["scalp"]
@@ -204,7 +204,7 @@ def region_mask(target: str, maps: TemplateMaps, *, gm: np.ndarray | None = None
     world = maps.world()
     inside = np.zeros(prob.shape, bool)
     for centre in t.landmarks.values():
-        inside |= _ellipsoid(world, centre, t.region.radii_mm)
+        inside |= ellipsoid(world, centre, t.region.radii_mm)
     return inside & (prob >= t.region.min_probability)
 
 

@@ -6,8 +6,8 @@ import functools
 
 import numpy as np
 
-from curation.imaging.anatomy import FACE, NOSE, ORBITS, _ellipsoid, template_maps
-from curation.imaging.templatefit import Fit, _ants, _ras_affine, head_mask, registration_presets, to_ants
+from curation.imaging.anatomy import FACE, NOSE, ORBITS, ellipsoid, template_maps
+from curation.imaging.templatefit import Fit, head_mask, load_ants, ras_affine, registration_presets, to_ants
 
 MIN_FACE_IN_VIEW = 0.05  # of the template's face region: less inside the field of view, and the face is not there
 MAX_FACE_TISSUE = 0.02   # of the face region in view: less holding tissue, and the volume has no face to remove
@@ -21,9 +21,9 @@ def face_region(spacing: float) -> np.ndarray:
 
     maps = template_maps(spacing)
     world = maps.world()
-    face = _ellipsoid(world, *FACE, power=4) | _ellipsoid(world, *NOSE)
+    face = ellipsoid(world, *FACE, power=4) | ellipsoid(world, *NOSE)
     for centre, radii in ORBITS:
-        face |= _ellipsoid(world, centre, radii)
+        face |= ellipsoid(world, centre, radii)
     grown = ndimage.binary_dilation(maps.brain > 0.1, iterations=max(1, int(round(6.0 / spacing))))
     return (face & ~grown).astype(np.float32)
 
@@ -37,12 +37,12 @@ def face_tissue(fit: Fit, data: np.ndarray, affine: np.ndarray) -> tuple[float, 
     from scipy import ndimage
 
     p = registration_presets()
-    series = _ants().resample_image(to_ants(data, affine), (p.grid_mm,) * 3, use_voxels=False, interp_type=0)
+    series = load_ants().resample_image(to_ants(data, affine), (p.grid_mm,) * 3, use_voxels=False, interp_type=0)
     grid = series.numpy()
     maps = template_maps(p.grid_mm)
     region = face_region(p.grid_mm)
     # series voxel -> series mm -> template mm -> template voxel
-    to_template = np.linalg.inv(maps.affine) @ np.linalg.inv(fit.matrix) @ _ras_affine(series)
+    to_template = np.linalg.inv(maps.affine) @ np.linalg.inv(fit.matrix) @ ras_affine(series)
     on_series = ndimage.affine_transform(region, to_template[:3, :3], offset=to_template[:3, 3],
                                          output_shape=grid.shape, order=1, mode="constant", cval=0.0) >= 0.5
     total = float(region.sum()) * (maps.spacing / p.grid_mm) ** 3

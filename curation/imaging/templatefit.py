@@ -61,7 +61,7 @@ def registration_presets() -> Registration:
 _LPS = np.diag([-1.0, -1.0, 1.0])
 
 
-def _ants() -> Any:
+def load_ants() -> Any:
     """antspyx, with ITK on one thread unless the caller chose (the pipeline runs one volume per process; one
     thread and a fixed seed give the same fit on every run)."""
     import os
@@ -75,7 +75,7 @@ def _ants() -> Any:
 
 def to_ants(data: np.ndarray, affine: np.ndarray) -> Any:
     """An [x, y, z] array with its RAS affine as an ANTs image (ITK's LPS world)."""
-    ants = _ants()
+    ants = load_ants()
     a = np.asarray(affine, dtype=np.float64)
     m = _LPS @ a[:3, :3]
     spacing = np.sqrt((m**2).sum(axis=0))
@@ -153,7 +153,7 @@ class Fit:
         """Template RAS points -> series RAS points through the whole fit (linear and deformable)."""
         import pandas as pd
 
-        ants = _ants()
+        ants = load_ants()
         pts = np.atleast_2d(np.asarray(points_mm, dtype=np.float64)) @ _LPS
         frame = pd.DataFrame(pts, columns=["x", "y", "z"])
         invert = [True] + [False] * (len(self._inv) - 1)
@@ -163,7 +163,7 @@ class Fit:
     def on_series(self, arrays: list[np.ndarray], maps: TemplateMaps, shape: tuple[int, ...],
                   affine: np.ndarray) -> list[np.ndarray]:
         """Template-grid ``arrays`` resampled (linear) onto a series grid (``shape`` with its RAS ``affine``)."""
-        ants = _ants()
+        ants = load_ants()
         ref = to_ants(np.zeros(tuple(shape[:3]), np.float32), affine)
         return [ants.apply_transforms(fixed=ref, moving=to_ants(a, maps.affine), transformlist=self._fwd,
                                       interpolator="linear").numpy().astype(np.float32) for a in arrays]
@@ -177,7 +177,7 @@ class Fit:
 
 def _linear_ras(path: str) -> np.ndarray:
     """An ANTs affine transform file (series LPS -> template LPS) as a RAS 4x4 matrix, template -> series."""
-    ants = _ants()
+    ants = load_ants()
     tx = ants.read_transform(path)
     par, centre = np.asarray(tx.parameters, np.float64), np.asarray(tx.fixed_parameters, np.float64)
     m = np.eye(4)
@@ -221,7 +221,7 @@ def _fit(data: np.ndarray, affine: np.ndarray, sequence: str | None, work: Any) 
     """fit_template's registration, its transform files written into ``work`` (a TemporaryDirectory)."""
     from scipy import ndimage
 
-    ants = _ants()
+    ants = load_ants()
     p = registration_presets()
     series = ants.resample_image(to_ants(data, affine), (p.grid_mm,) * 3, use_voxels=False, interp_type=0)
     moving = _template(sequence, p.grid_mm)
@@ -260,7 +260,7 @@ def _fit(data: np.ndarray, affine: np.ndarray, sequence: str | None, work: Any) 
     return Fit(_linear_ras(linear), metric, kind, fwd, inv, work)
 
 
-def _ras_affine(img: Any) -> np.ndarray:
+def ras_affine(img: Any) -> np.ndarray:
     """The RAS 4x4 affine of an ANTs image."""
     m = np.eye(4)
     d = np.asarray(img.direction) * np.asarray(img.spacing)

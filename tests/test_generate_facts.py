@@ -164,6 +164,10 @@ def test_item_text_has_no_deid_placeholders_or_dates() -> None:
     ("A 71-year-old man, Mr. [NAME-3fa2c1] of [ADDRESS] ([ID]), was seen on 2 Nov 2020 with aphasia. CT was normal.",
      "A 71-year-old man was seen with aphasia."),
     ("She was seen by Dr. [NAME] at [LOCATION] for [NAME]'s syndrome.", ""),
+    # a date after "of" (the real wording "on the morning of 15 October"): the sentence was dropped for keeping it
+    ("Mrs. [NAME] ([ID]), a 58-year-old translator, had sudden difficulty finding words on the morning of "
+     "2023-05-15.", "A 58-year-old female translator had sudden difficulty finding words."),
+    ("He was admitted in the evening of 2019-03-02 with fever.", "He was admitted with fever."),
 ])
 def test_presentations_lose_placeholders_dates_and_imaging(text: str, expected: str) -> None:
     assert clinical_context(text, KB) == expected

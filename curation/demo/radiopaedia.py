@@ -150,6 +150,42 @@ RADIOPAEDIA = [
         "pathology": Pathology(more=(Lesion.at_mm(46, -40, 36, 1.8), Lesion.at_mm(30, -66, 37, 1.8),
                                      Lesion.at_mm(50, -28, 35, 1.5))),
     },
+    # presentations that point away from the answer (issue 29): a stroke-like onset that the image shows to be a
+    # haemorrhage, a lobar haemorrhage of amyloid angiopathy, a tumour; the history alone picks the wrong option
+    {
+        "slug": "thalamic-haemorrhage-demo-13", "title": "Hypertensive intracerebral haemorrhage",
+        "diagnosis": "Hypertensive intracerebral haemorrhage", "system": "Central Nervous System",
+        "diagnostic_certainty": "Diagnosis certain", "age": "64 years", "gender": "Female", "author": "Demo Author M",
+        "presentation": "Ms. Rose Tyler (MRN 6630148, 48 Powell Estate, Leeds), a 64-year-old shop manager, developed sudden weakness of the left arm and leg at work on 2 November 2023.",
+        "findings": "Acute haematoma in the right thalamus, markedly hypointense on SWI, with a thin rim of oedema.",
+        "discussion": "A deep thalamic haematoma in a patient with untreated hypertension is a hypertensive haemorrhage; the deficit alone could not tell it from an infarct.",
+        "differential": ["Acute ischaemic stroke", "Haemorrhagic transformation of an infarct", "Cavernous malformation"],
+        "sequence": "SWI", "lesion": Lesion.at_mm(13, -18, 8, 7.0), "atrophy": 0.2,
+        "pathology": Pathology(oedema_mm=3.0),
+    },
+    {
+        "slug": "amyloid-angiopathy-haemorrhage-demo-14", "title": "Cerebral amyloid angiopathy",
+        "diagnosis": "Cerebral amyloid angiopathy", "system": "Central Nervous System",
+        "diagnostic_certainty": "Diagnosis probable", "age": "81 years", "gender": "Male", "author": "Demo Author N",
+        "presentation": "Mr. Edward Hyde (MRN 7741302, phone 617-555-0163), an 81-year-old retired postman, developed sudden loss of the right half of his vision while reading on 4 September 2023.",
+        "findings": "Acute lobar haematoma in the left occipital lobe, markedly hypointense on SWI, with several strictly lobar cortical microbleeds in both hemispheres and no deep haemorrhage.",
+        "discussion": "A lobar haematoma with strictly lobar microbleeds in a patient over 55 is probable cerebral amyloid angiopathy (Boston criteria).",
+        "differential": ["Hypertensive intracerebral haemorrhage", "Haemorrhagic metastasis", "Haemorrhagic transformation of an infarct"],
+        "sequence": "SWI", "lesion": Lesion.at_mm(-24, -80, 10, 9.0), "atrophy": 0.35,
+        "pathology": Pathology(more=(Lesion.at_mm(-48, -50, 12, 1.6), Lesion.at_mm(46, -58, 10, 1.6),
+                                     Lesion.at_mm(52, -26, 14, 1.5)), oedema_mm=2.0),
+    },
+    {
+        "slug": "glioblastoma-stroke-like-demo-15", "title": "Glioblastoma",
+        "diagnosis": "Glioblastoma", "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis certain",
+        "age": "58 years", "gender": "Female", "author": "Demo Author O",
+        "presentation": "Mrs. Irene Adler (MRN 5592017, 221 Baker Street, London), a 58-year-old right-handed translator, had sudden difficulty finding words on the morning of 15 October 2023.",
+        "findings": "Heterogeneous mass in the left frontal lobe with a necrotic centre, surrounding FLAIR hyperintense vasogenic oedema and mass effect on the left lateral ventricle.",
+        "discussion": "A stroke-like onset does not exclude a tumour: a necrotic mass with oedema was a glioblastoma at resection.",
+        "differential": ["Acute ischaemic stroke", "Cerebral metastasis", "Cerebral abscess"],
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(-32, 28, 22, 12.0), "atrophy": 0.1,
+        "pathology": Pathology(oedema_mm=9.0, necrotic=True, mass_effect_mm=6.0),
+    },
 ]
 
 

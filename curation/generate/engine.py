@@ -225,7 +225,18 @@ class Engine:
         options: list[str] = []
         if t.format == ItemFormat.mcq and t.distractors is not None:
             pool = self.distractor_pool(t.distractors, facts, answer)
-            random.Random(seed).shuffle(pool)
+            # a case's own differential comes first: its author weighed those against this history, so they fit
+            # it as well as the key does and only the image tells them apart; the table's fill what is left
+            first = 0
+            if t.distractors.table == "case_differential_then_differentials":
+                own = {d.casefold() for d in facts.get("differential") or []}
+                while first < len(pool) and pool[first].casefold() in own:
+                    first += 1
+            rng = random.Random(seed)
+            head, tail = pool[:first], pool[first:]
+            rng.shuffle(head)
+            rng.shuffle(tail)
+            pool = head + tail
             chosen = pool[: self.params.n_options - 1]
             # the key must not stand out as the longest option where the pool has a longer plausible one
             longer = [p for p in pool[len(chosen):] if len(p) > len(answer)]

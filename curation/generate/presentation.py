@@ -64,8 +64,9 @@ def _scrub(s: str, who: str | None = None) -> str:
     s = re.sub(rf"^((?:Mr|Mrs|Ms|Miss|Mx|Dr)\.?\s*){_PH}\s*",
                lambda m: f"{(who or ('a ' + (sex_of(m.group(1)) or 'patient'))).capitalize()} "
                if who or sex_of(m.group(1)) else "The patient ", s)
-    # "on 2020-01-31", "since 02/06/2020"
-    s = re.sub(rf"\s+(?:on|since|from|at|dated)\s+(?:{date})", "", s)
+    # "on the morning of 2020-01-31", "on 2020-01-31", "since 02/06/2020"
+    s = re.sub(rf"\s+(?:(?:on|in|during)\s+)?(?:the\s+)?(?:morning|afternoon|evening|night)\s+of\s+(?:{date})", "", s)
+    s = re.sub(rf"\s+(?:on|since|from|at|dated|of)\s+(?:{date})", "", s)
     # a relative or place named after its role: "his wife [NAME]", "of [ADDRESS]"
     s = re.sub(rf"\s+(?:of|from|in|at)\s+{_PH}", "", s)
     s = re.sub(rf"\s*(?:{_TITLE})?{_PH}(?=[\s,.;:])", "", s)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from curation.demo.adni import ADNI_SUBJECTS
 from curation.demo.phantom import SHAPE
 from curation.ingest import run
 from curation.params import IngestParams
@@ -37,7 +38,7 @@ def test_adni_tree(demo_raw: Path, tmp_path: Path) -> None:
     # participant ids stay in the private map only
     assert "_S_" not in (tmp_path / "o" / "cases.jsonl").read_text()
     ids = [json.loads(x) for x in (tmp_path / "o" / "private" / "id_map.jsonl").read_text().splitlines()]
-    assert {r["source_id"] for r in ids} == {"027_S_0074", "033_S_0511", "126_S_0605"}
+    assert {r["source_id"] for r in ids} == {s[0] for s in ADNI_SUBJECTS}
     assert quarantine == [{"path": "ADNI/README.txt", "reason": "skipped:not_in_image_layout",
                            "detail": "file outside <PTID>/<desc>/<date>/<id>/"}]
     assert rep["failed"] == 0
@@ -59,9 +60,10 @@ def test_adni_malformed_inputs_are_quarantined(raw_copy: Path, tmp_path: Path) -
     assert (rel, "dicom_truncated") in reasons
     assert (f"{Path(rel).parent.as_posix()}/notes.dcm", "dicom_no_meta") in reasons
     bad_rows = sorted(p for p, r in reasons if r == "csv_bad_row")
-    assert bad_rows == ["ADNIMERGE.csv:8", "ADNIMERGE.csv:9"]
-    assert len(cases) == 3  # the rest of the run succeeded
-    assert sum(len(s.files) for c in cases for s in c.all_series()) == 12 * SLICES - 1
+    rows = 2 * len(ADNI_SUBJECTS)  # two visits each, below the header: the two bad rows come after
+    assert bad_rows == [f"ADNIMERGE.csv:{rows + 2}", f"ADNIMERGE.csv:{rows + 3}"]
+    assert len(cases) == len(ADNI_SUBJECTS)  # the rest of the run succeeded
+    assert sum(len(s.files) for c in cases for s in c.all_series()) == 4 * len(ADNI_SUBJECTS) * SLICES - 1
     assert rep["failures_by_reason"]["csv_bad_row"] == 2
 
 
@@ -217,7 +219,7 @@ def test_golden_ingest(source: str, demo_raw: Path, tmp_path: Path) -> None:
 def test_adni_ida_metadata_xml(raw_copy: Path, tmp_path: Path) -> None:
     src = raw_copy / "adni"
     xmls = sorted(src.glob("ADNI_*_I*.xml"))
-    assert len(xmls) == 12
+    assert len(xmls) == 4 * len(ADNI_SUBJECTS)  # two visits, two series each
     xmls[0].write_text("<idaxs><project>")  # broken
     (src / "ADNI_999_S_9999_MR_MPRAGE_S1_I999999.xml").write_text(
         xmls[1].read_text().replace("<imageUID>", "<imageUID>99").replace("027_S_0074", "999_S_9999"))

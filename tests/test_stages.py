@@ -8,6 +8,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from curation.demo.adni import ADNI_SUBJECTS
 from curation.quality.filter import check
 from curation.records import read_jsonl
 from curation.schema import Case, Item, ReasoningDim, VisualDim
@@ -21,7 +22,7 @@ def _in_pipeline(pipeline: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_normalize_canonical_volumes_and_renders(pipeline: Path) -> None:
     cases = list(read_jsonl(pipeline / "normalize" / "cases.jsonl", Case))
     series = [s for c in cases for s in c.all_series()]
-    assert len(series) == 12 + 5 + 8  # ADNI DICOM, OASIS-1 Analyze, OASIS-3 NIfTI
+    assert len(series) == 4 * len(ADNI_SUBJECTS) + 5 + 8  # ADNI DICOM, OASIS-1 Analyze, OASIS-3 NIfTI
     outcomes: list[str] = []
     for s in series:
         img = nib.load(s.nifti)

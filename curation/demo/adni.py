@@ -17,9 +17,25 @@ ADNI_SUBJECTS = [
     ("033_S_0511", 511, "F", date(1941, 9, 2), "LMCI", [("MCI", 26, 1.5), ("Dementia", 22, 4.0)], None),
     ("126_S_0605", 605, "F", date(1932, 1, 23), "AD", [("Dementia", 21, 5.0), ("Dementia", 17, 7.5)],
      Lesion((0.36, 0.52, 0.58), 4.8)),
+    # more participants, so the grading and change templates have items enough for their gates (issue 29), and
+    # neither age nor score orders the image's grade: the oldest is a normal woman with atrophic hippocampi
+    # (preclinical disease), the impaired man beside her has none (impairment of another cause), and the
+    # man with Alzheimer's dementia is among the youngest
+    ("098_S_0171", 171, "F", date(1929, 6, 19), "CN", [("CN", 30, 0.0), ("CN", 29, 0.0)], None),
+    ("022_S_0130", 130, "M", date(1944, 11, 3), "LMCI", [("MCI", 25, 1.5), ("MCI", 24, 2.0)], None),
+    ("011_S_0003", 3, "M", date(1945, 2, 27), "AD", [("Dementia", 20, 6.0), ("Dementia", 16, 9.0)], None),
 ]
-ADNI_NAMES = ["FLANDERS^NED", "BOUVIER^SELMA", "VAN HOUTEN^LUANN"]
+# a participant whose hippocampi do not follow the diagnosis: atrophy per visit (default: ATROPHY of the diagnosis)
+OWN_ATROPHY = {"098_S_0171": (0.6, 0.95), "022_S_0130": (0.0, 0.0), "011_S_0003": (0.7, 1.0)}
+ADNI_NAMES = ["FLANDERS^NED", "BOUVIER^SELMA", "VAN HOUTEN^LUANN", "KRABAPPEL^EDNA", "SZYSLAK^MOE",
+              "GUMBLE^BARNEY"]
 ATROPHY = {"CN": 0.0, "MCI": 0.35, "Dementia": 0.9}
+
+
+def visit_atrophy(ptid: str, dx: str, visit: int) -> float:
+    """The atrophy drawn at a participant's visit: the participant's own where set, else the diagnosis's."""
+    own = OWN_ATROPHY.get(ptid)
+    return own[visit] if own else ATROPHY[dx]
 # ADNIMERGE column, phantom target, what the typical participant's normal head reads (ADNI's magnitudes, mm3)
 ADNI_VOLUMES = [("Hippocampus", "hippocampus", 7400), ("Ventricles", "lateral_ventricles", 22000),
                 ("WholeBrain", "brain", 1050000)]
@@ -72,7 +88,7 @@ def write_adni(root: Path) -> None:
             anat = participant_anatomy(ptid)
             size = head_size(anat)
             truth: dict[str, float] = ground_truth(  # type: ignore[assignment]
-                atrophy=ATROPHY[dx], subject=anat)["volumes_mm3"]
+                atrophy=visit_atrophy(ptid, dx, v), subject=anat)["volumes_mm3"]
             rows.append({
                 "RID": rid, "PTID": ptid, "VISCODE": viscode, "VISCODE2": "bl" if v == 0 else "m12",
                 "EXAMDATE": exam.isoformat(), "DX_bl": dx_bl, "DX": dx, "AGE": age_bl,
@@ -88,7 +104,7 @@ def write_adni(root: Path) -> None:
                    for col, key, normal in ADNI_VOLUMES},
                 "ICV": int(round(1550000 * size, -3)), "Month": months,
             })
-            atrophy = ATROPHY[dx]
+            atrophy = visit_atrophy(ptid, dx, v)
             pose = visit_pose(7000 + 10 * n, v)
             t1 = head("T1w", atrophy=atrophy, lesion=lesion, seed=1000 + 10 * n + v, pose=pose, subject=anat)
             flair = head("FLAIR", atrophy=atrophy, lesion=lesion, seed=2000 + 10 * n + v, pose=pose, subject=anat)
@@ -118,6 +134,6 @@ def series_truth() -> list[dict[str, object]]:
         for v, (dx, _mmse, _cdrsb) in enumerate(visits):
             for seq in ("T1w", "FLAIR"):
                 out.append({"source": "adni", "subject": ptid, "visit": v, "sequence": seq,
-                            "atrophy": ATROPHY[dx], "lesion": lesion, "pose": visit_pose(7000 + 10 * n, v),
-                            "subject_anatomy": participant_anatomy(ptid)})
+                            "atrophy": visit_atrophy(ptid, dx, v), "lesion": lesion,
+                            "pose": visit_pose(7000 + 10 * n, v), "subject_anatomy": participant_anatomy(ptid)})
     return out

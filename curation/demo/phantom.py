@@ -184,7 +184,9 @@ def _tissue(atrophy: float) -> Tissue:
         z = np.arange(hip0.shape[2])[None, None, :]
         top = np.where(hip0, z, -1).max(axis=2, keepdims=True)
         from_top_mm = (top - z) * GRID_MM
-        lowered = hip0 & (from_top_mm < 3.0 * atrophy - 1.5)  # its top voxel layer, from atrophy 0.5
+        # its top voxel layer from atrophy 0.4, two of its five from 0.7: the height a reader grades lost, not only
+        # its signal (one layer had read as MTA 2 where the key said marked; the sixth review, issue 29)
+        lowered = hip0 & (from_top_mm < 5.0 * atrophy - 2.0)
         gm[lowered] = 0.0
         wm[lowered] = 0.0
         cortex = (ndimage.distance_transform_edt(brain > 0.5, sampling=GRID_MM) <= 4.0) & ~hip_zone

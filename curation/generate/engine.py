@@ -85,7 +85,7 @@ def load_templates(folder: str | Path) -> list[Template]:
 
 
 # the knowledge tables whose entries are lists of option texts, per key
-TEXT_TABLES = ("differentials", "neighbours", "findings", "next_steps", "shared_next_step")
+TEXT_TABLES = ("differentials", "neighbours", "findings", "next_steps", "shared_next_step", "image_alike")
 
 
 def _check_lists_of_text(knowledge: Any, path: str | Path) -> None:
@@ -161,6 +161,9 @@ class Engine:
             key = lookup(facts, spec.key) if spec.key else None
         if spec.table == "case_differential_then_differentials":
             pool = list(facts.get("differential", [])) + list(keyed(kb.get("differentials", {}), key) or [])
+            # a diagnosis the image shown cannot tell from the key is a second right answer, not a wrong option
+            alike = {d.casefold() for d in keyed(kb.get("image_alike", {}), key) or []}
+            pool = [p for p in pool if p.casefold() not in alike]
         elif spec.table == "differential_next_steps":
             pool = differential_next_steps(kb, key, facts.get("differential") or [], answer, self.params.n_options - 1)
         else:

@@ -8,8 +8,8 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from curation.jsonio import read_jsonl
 from curation.quality.filter import check
-from curation.records import read_jsonl
 from curation.schema import Case, Item, ReasoningDim, VisualDim
 
 

@@ -302,7 +302,7 @@ from curation.deid.stage import run as deid
 from curation.imaging.normalize import run as normalize
 from curation.ingest import run as ingest
 from curation.params import load_params
-from curation.records import read_jsonl, write_jsonl
+from curation.jsonio import read_jsonl, write_jsonl
 from curation.schema import Case
 root, work, workers, deface = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 copies = int(sys.argv[5])

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from curation.errors import FailureRateExceeded
+from curation.jsonio import write_json, write_jsonl
 from curation.names import printable
-from curation.records import write_json, write_jsonl
 
 
 class Kind(StrEnum):

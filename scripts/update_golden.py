@@ -14,8 +14,8 @@ os.environ.setdefault("CURATION_SECRET", "test-secret-not-for-production")  # th
 
 from curation.demo.corpus import write_demo_corpus  # noqa: E402
 from curation.ingest import run  # noqa: E402
+from curation.jsonio import read_jsonl  # noqa: E402
 from curation.params import IngestParams  # noqa: E402
-from curation.records import read_jsonl  # noqa: E402
 from curation.schema import Case  # noqa: E402
 from tests.test_ingest import golden_summary  # noqa: E402
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from curation.jsonio import write_jsonl
 from curation.params import Params, load_params
-from curation.records import write_jsonl
 from curation.schema import Case, Diagnosis, Evidence, Figure, Generator, Item, Patient, Render, SourceName
 
 ROOT = Path(__file__).resolve().parents[1]

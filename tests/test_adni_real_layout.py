@@ -16,7 +16,7 @@ import numpy as np
 import pydicom
 import pytest
 
-from curation.records import read_jsonl
+from curation.jsonio import read_jsonl
 from curation.schema import Case, Item
 
 from .factories import project_params

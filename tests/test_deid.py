@@ -228,7 +228,7 @@ def test_pipeline_dicom_outputs_match_no_input_value(pipeline: Path) -> None:
     import json
 
     from curation.deid.compare import verify_against
-    from curation.records import project_secret
+    from curation.pseudonyms import project_secret
 
     result = verify_against(pipeline / "deid", pipeline / "ingest", project_secret())
     assert result.checked > 10_000 and result.findings == [], [f.line() for f in (result.findings or [])[:10]]

@@ -198,7 +198,7 @@ def test_real_scanner_and_pacs_files(tmp_path: Path) -> None:
     files = [p for p in FIXTURES.rglob("*") if p.is_file()]
     assert report.inputs == len(files) == report.outputs + len(report.quarantine)
     assert [(q.path, q.reason) for q in report.quarantine] == [("LICENSE-dcm_qa", "skipped:not_dicom")]
-    from curation.records import project_secret
+    from curation.pseudonyms import project_secret
 
     names = [p.name for p in out.rglob("*.dcm")]
     assert not any("1.3.12.2.1107" in n for n in names)  # file names carried the SOP Instance UID

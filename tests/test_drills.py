@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from curation.jsonio import read_jsonl
 from curation.params import LlmParams, load_params
-from curation.records import read_jsonl
 from curation.schema import Item
 from curation.testing.openai_server import OpenAIServer, Reply
 

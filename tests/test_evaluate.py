@@ -66,10 +66,10 @@ def release(pipeline: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     baselines, which block most of them by design."""
     import os
 
+    from curation.jsonio import read_jsonl
     from curation.params import ValidityParams, load_params
     from curation.quality.filter import run as filt
     from curation.quality.items import template_key
-    from curation.records import read_jsonl
     from curation.release.build import run as build
     from curation.review.merge import run as review
     from curation.schema import Item

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from curation.errors import BusyError
-from curation.records import lock_path, output_lock, read_jsonl, staged_dir
+from curation.jsonio import read_jsonl
+from curation.records import lock_path, output_lock, staged_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "CURATION_SECRET": "fault-test-secret"}

@@ -15,8 +15,8 @@ import yaml
 from curation.errors import InputError, ParamsError
 from curation.generate.engine import Engine, load_templates
 from curation.generate.stage import run as generate
+from curation.jsonio import read_jsonl
 from curation.params import GenerateParams
-from curation.records import read_jsonl
 from curation.schema import Case, Item, ReasoningDim
 
 from .factories import ROOT, figure_case, project_params, write_cases

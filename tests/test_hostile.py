@@ -18,8 +18,8 @@ import pytest
 from PIL import Image
 
 from curation.ingest import run as ingest
+from curation.jsonio import read_jsonl
 from curation.params import DeidentifyParams, IngestParams, NormalizeParams
-from curation.records import read_jsonl
 from curation.schema import Case
 
 from .conftest import SHARED
@@ -397,8 +397,8 @@ def test_radiopaedia_used_images_are_not_reported_unreferenced(tmp_path: Path,
 
 
 def test_edit_not_applied_is_counted(tmp_path: Path) -> None:
+    from curation.jsonio import write_jsonl
     from curation.params import ReviewParams
-    from curation.records import write_jsonl
     from curation.review.merge import run as merge
     from curation.schema import Generator, Item
 
@@ -419,7 +419,7 @@ def test_edit_not_applied_is_counted(tmp_path: Path) -> None:
 def _blank_case(tmp_path: Path) -> Path:
     import nibabel as nib
 
-    from curation.records import write_jsonl
+    from curation.jsonio import write_jsonl
     from curation.schema import Series, Visit
 
     src = tmp_path / "deid"
@@ -596,7 +596,7 @@ def release_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, 
     from typer.testing import CliRunner
 
     from curation.cli import app
-    from curation.records import write_jsonl
+    from curation.jsonio import write_jsonl
     from curation.schema import Generator, Item
 
     proj = tmp_path / "proj"
@@ -640,7 +640,7 @@ def _rewrite_manifest(root: Path, m: dict, card_too: bool = False) -> None:
     """What a careful tamperer does: rewrite the manifest to match, and optionally the digest the card names."""
     import hashlib
 
-    from curation.records import write_json
+    from curation.jsonio import write_json
     from curation.release.card import DIGEST_PLACEHOLDER, stated_digest, with_digest
 
     old = stated_digest((root / "README.md").read_text())
@@ -672,7 +672,7 @@ def test_release_changed_with_its_manifest_fails_against_the_pinned_digest(
         release_dir: tuple[Path, str, Path], tamper: str) -> None:
     """A file and its manifest entry changed together (or an image and its entry deleted, or created_from
     rewritten): the card's digest no longer matches; and even with the card rewritten too, the pinned digest fails."""
-    from curation.records import sha256_file
+    from curation.jsonio import sha256_file
 
     root, digest, _ = release_dir
     m = _manifest(root)
@@ -696,7 +696,7 @@ def test_release_changed_with_its_manifest_fails_against_the_pinned_digest(
 
 @pytest.mark.integration  # git
 def test_release_verify_refuses_paths_outside_and_symlinks(release_dir: tuple[Path, str, Path]) -> None:
-    from curation.records import sha256_file
+    from curation.jsonio import sha256_file
 
     root, digest, proj = release_dir
     outside = root.parent / "outside.txt"
@@ -757,8 +757,8 @@ def test_document_over_the_bound_is_quarantined_not_read(tmp_path: Path) -> None
 def test_release_build_refuses_item_images_from_outside(release_dir: tuple[Path, str, Path]) -> None:
     """Items naming an image outside the project folder, or a symlink, are left out with a counted reason; the
     release holds nothing read from there."""
+    from curation.jsonio import read_jsonl, write_jsonl
     from curation.params import ReleaseParams
-    from curation.records import read_jsonl, write_jsonl
     from curation.release.build import run as build
     from curation.schema import Item
 
@@ -841,7 +841,7 @@ def test_kill_9_of_curate_normalize_workers_2(tmp_path: Path) -> None:
 
     import nibabel as nib
 
-    from curation.records import write_jsonl
+    from curation.jsonio import write_jsonl
     from curation.schema import Series, Visit
 
     x, y, z = np.mgrid[:96, :96, :96]
@@ -978,7 +978,7 @@ def test_a_record_naming_a_file_outside_the_input_is_never_read(tmp_path: Path) 
     ``outside_input``, counted as a failure under its kind, without opening the file."""
     from curation.deid.stage import run as deidentify
     from curation.imaging.normalize import run as normalize
-    from curation.records import write_jsonl
+    from curation.jsonio import write_jsonl
     from curation.report import Kind
     from curation.schema import Series, SourceName, Visit
 

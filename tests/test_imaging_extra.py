@@ -86,8 +86,8 @@ def test_register_series_lines_up_a_displaced_sequence(tmp_path):
 
 def test_normalize_stage_registers_each_visit_to_its_t1(pipeline, tmp_path, monkeypatch):
     from curation.imaging.normalize import run
+    from curation.jsonio import read_jsonl
     from curation.params import NormalizeParams
-    from curation.records import read_jsonl
     from curation.schema import Case
 
     monkeypatch.chdir(pipeline)

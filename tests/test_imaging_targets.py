@@ -42,7 +42,7 @@ def _in_plane(points_mm: np.ndarray, axis: int, position_mm: float) -> int:
 def _truth_by_series(cases: list) -> dict[tuple[str, str], dict]:
     """(case_id, series_id) -> how the demo drew that volume (matched by pseudonymous case id, visit, sequence)."""
     from curation.demo.corpus import series_truth
-    from curation.records import pseudonym
+    from curation.pseudonyms import pseudonym
 
     specs = {(pseudonym(d["source"], d["subject"]), d["visit"], d["sequence"]): d for d in series_truth()}
     out = {}
@@ -127,7 +127,7 @@ def check_demo_pairs(cases: list) -> int:
 
 
 def test_demo_target_renders_contain_their_targets(pipeline: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from curation.records import read_jsonl
+    from curation.jsonio import read_jsonl
     from curation.schema import Case
 
     monkeypatch.chdir(pipeline)

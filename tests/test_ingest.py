@@ -8,8 +8,8 @@ import pytest
 from curation.demo.adni import ADNI_SUBJECTS
 from curation.demo.phantom import SHAPE
 from curation.ingest import run
+from curation.jsonio import read_jsonl
 from curation.params import IngestParams
-from curation.records import read_jsonl
 from curation.schema import Case
 
 from .conftest import SHARED

@@ -10,7 +10,7 @@ import pytest
 from pydicom.data import get_testdata_file
 
 from curation.ingest import run as ingest
-from curation.records import read_jsonl
+from curation.jsonio import read_jsonl
 from curation.schema import Case
 
 from .factories import project_params

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from curation.ingest import run as ingest
+from curation.jsonio import read_jsonl
 from curation.params import IngestParams
-from curation.records import pseudonym, read_jsonl
+from curation.pseudonyms import pseudonym
 from curation.schema import Case
 
 from .factories import png, project_params
@@ -163,7 +164,7 @@ def test_adni_image_ids_do_not_survive_deidentify(tmp_path: Path) -> None:
     """ADNI names a series by its IDA image id (I100000), which the ADNI database links to the participant: after
     deidentify each is a keyed pseudonym, stable under the secret, in the records and in the folder names."""
     from curation.deid.stage import run as deidentify
-    from curation.records import write_jsonl
+    from curation.jsonio import write_jsonl
     from curation.schema import Patient, Series, SourceName, Visit
 
     def case() -> Case:

@@ -10,7 +10,7 @@ import pytest
 
 from curation.demo import phantom
 from curation.imaging.targets import PLANE_NORMAL
-from curation.records import read_jsonl
+from curation.jsonio import read_jsonl
 from curation.schema import Case, Item
 
 from .test_imaging_targets import _in_plane, _source_affine, _truth_by_series, _world

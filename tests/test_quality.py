@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from curation.jsonio import read_jsonl
 from curation.params import FilterParams, LlmParams, ModelSpec, ValidityParams
 from curation.quality.filter import run
 from curation.quality.leaks import load_rules, mapping_leaks
-from curation.records import read_jsonl
 from curation.schema import Item, Review, ReviewDecision
 from curation.testing.openai_server import OpenAIServer, Reply
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from curation.jsonio import read_jsonl
 from curation.params import FilterParams
 from curation.quality.filter import check, load_synonyms
 from curation.quality.filter import run as filter_run
 from curation.quality.gates import assign_splits, balance, load_known_questions, near_duplicates, rebalance
-from curation.records import read_jsonl
 from curation.report import Report
 from curation.schema import Item, Review, ReviewDecision
 

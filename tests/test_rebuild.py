@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from curation.records import sha256_file
+from curation.jsonio import sha256_file
 
 from .conftest import ROOT
 

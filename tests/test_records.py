@@ -6,15 +6,9 @@ from pathlib import Path
 import pytest
 
 from curation.errors import RecordError
-from curation.records import (
-    atomic_open,
-    content_hash,
-    pseudonym,
-    read_jsonl,
-    staged_dir,
-    write_jsonl,
-    write_text,
-)
+from curation.jsonio import content_hash, read_jsonl, write_jsonl
+from curation.pseudonyms import pseudonym
+from curation.records import atomic_open, staged_dir, write_text
 from curation.schema import Case, SourceName
 
 
@@ -62,31 +56,31 @@ def test_ids_are_stable_and_keyed() -> None:
 
 
 def test_secret_file_created_once_and_never_in_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from curation import records
+    from curation import pseudonyms
 
     monkeypatch.delenv("CURATION_SECRET", raising=False)
     monkeypatch.chdir(tmp_path / "..")
-    first = records.project_secret(tmp_path)  # under the project root given, not the working directory
-    assert records.project_secret(tmp_path) == first
+    first = pseudonyms.project_secret(tmp_path)  # under the project root given, not the working directory
+    assert pseudonyms.project_secret(tmp_path) == first
     assert (tmp_path / ".curation" / ".gitignore").read_text() == "*\n"
     assert not (tmp_path.parent / ".curation" / "secret").exists()
     out = tmp_path / "x.jsonl"
-    write_jsonl(out, [{"id": records.pseudonym("adni", "p", secret=first)}])
+    write_jsonl(out, [{"id": pseudonyms.pseudonym("adni", "p", secret=first)}])
     assert first.decode() not in out.read_text()
     json.loads(out.read_text())
 
 
 def test_no_secret_file_made_without_a_project_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from curation import records
+    from curation import pseudonyms
     from curation.errors import ParamsError
 
     monkeypatch.delenv("CURATION_SECRET", raising=False)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ParamsError, match="no project secret"):
-        records.project_secret()
+        pseudonyms.project_secret()
     with pytest.raises(ParamsError):
-        records.keyed_hash("reviewer", "x")  # library code reads only the environment
+        pseudonyms.keyed_hash("reviewer", "x")  # library code reads only the environment
     assert not (tmp_path / ".curation").exists()
     monkeypatch.setenv("CURATION_SECRET", "s")
-    assert records.project_secret() == b"s" == records.project_secret(tmp_path)
+    assert pseudonyms.project_secret() == b"s" == pseudonyms.project_secret(tmp_path)
     assert not (tmp_path / ".curation").exists()

@@ -11,8 +11,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from curation.cli import app
+from curation.jsonio import read_jsonl
 from curation.params import ReleaseParams
-from curation.records import read_jsonl
 from curation.release.build import run as build
 from curation.release.diff import diff
 from curation.release.verify import verify_release

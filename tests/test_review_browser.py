@@ -12,7 +12,8 @@ import pytest
 from PIL import Image
 
 from curation.deid.stage import series_pseudonym
-from curation.records import pseudonym, read_jsonl
+from curation.jsonio import read_jsonl
+from curation.pseudonyms import pseudonym
 from curation.review import labelstudio as lsr
 from curation.schema import Case, Evidence, Generator, Item
 

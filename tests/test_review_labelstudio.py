@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from curation.errors import ServiceError
+from curation.jsonio import read_jsonl
 from curation.params import ReviewParams, StackParams
-from curation.records import read_jsonl
 from curation.review import labelstudio as lsr
 from curation.review.merge import run as merge
 from curation.schema import Item

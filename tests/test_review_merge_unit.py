@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from curation.errors import InputError
+from curation.jsonio import read_jsonl
 from curation.params import ReviewParams
-from curation.records import keyed_hash, read_jsonl
+from curation.pseudonyms import keyed_hash
 from curation.report import Report
 from curation.review.merge import run as merge
 from curation.schema import Item

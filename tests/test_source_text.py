@@ -10,9 +10,9 @@ import pytest
 
 from curation.ingest import run as ingest
 from curation.ingest.screen import planted, screen
+from curation.jsonio import read_jsonl
 from curation.params import IngestParams
 from curation.paths import portable, safe_name
-from curation.records import read_jsonl
 from curation.report import Report
 from curation.schema import Case, Item
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from curation.demo.adni import ADNI_SUBJECTS
+from curation.jsonio import read_jsonl
 from curation.quality.filter import check
-from curation.records import read_jsonl
 from curation.schema import Case, Item, ReasoningDim, VisualDim
 
 

@@ -13,11 +13,11 @@ import pytest
 from PIL import Image
 
 from curation.errors import VerificationError
+from curation.jsonio import read_jsonl
 from curation.params import FilterParams, LlmParams, ModelSpec, ReleaseParams, ValidityParams
 from curation.quality.blind import measure_blind
 from curation.quality.filter import run as filter_run
 from curation.quality.leaks import load_rules, mapping_leaks, sibling_leaks
-from curation.records import read_jsonl
 from curation.schema import Evidence, Generator, Item, Turn
 from curation.testing.openai_server import OpenAIServer, Reply, user_text
 

@@ -68,7 +68,7 @@ def project_root(params: Path) -> Path:
 
 def _secret(params: Path) -> bytes:
     """The project's secret (``CURATION_SECRET``, else ``<project>/.curation/secret``, made once)."""
-    from curation.records import project_secret
+    from curation.pseudonyms import project_secret
 
     return project_secret(project_root(params))
 

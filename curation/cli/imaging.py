@@ -71,7 +71,7 @@ def imaging_render(
     contrast is read from the file name's suffix (BIDS ``_T1w``, ``_T2w``, ``_FLAIR``, ``_PDw``, ...) when it has one;
     otherwise the T1 template is registered (mutual information copes, less well)."""
     from curation.imaging.normalize import process_series
-    from curation.records import write_json
+    from curation.jsonio import write_json
     from curation.report import Outcome
 
     if sequence is None and (sequence := sequence_from_name(volume)) is not None:

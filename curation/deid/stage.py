@@ -17,11 +17,13 @@ from curation.deid.policy import edition_id, load_table
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
 from curation.io.volumes import VOLUME_SUFFIXES
+from curation.jsonio import read_jsonl, write_jsonl
 from curation.names import printable
 from curation.parallel import pmap
 from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams, load_spec
 from curation.paths import OUTSIDE_INPUT, input_rel, readable, safe_name, walk_files
-from curation.records import keyed_hash, project_secret, read_jsonl, relpath, staged_dir, write_jsonl, write_text
+from curation.pseudonyms import keyed_hash, project_secret
+from curation.records import relpath, staged_dir, write_text
 from curation.report import Kind, Outcome, Report
 from curation.schema import Case, attribution_of
 

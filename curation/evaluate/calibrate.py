@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.errors import InputError
-from curation.records import read_jsonl
+from curation.jsonio import read_jsonl
 from curation.review.merge import cohen_kappa
 
 

@@ -21,9 +21,10 @@ from curation.answering import EvalItem, Sample, ask, extract_letter, is_refusal
 from curation.errors import InputError, ParamsError
 from curation.evaluate.judge import Graded, Judge
 from curation.evaluate.scoring import BertScorer, weighted_score
+from curation.jsonio import write_jsonl
 from curation.llm import LLMClient, Prompt, load_prompt
 from curation.params import EvaluateParams, LlmParams, ModelSpec
-from curation.records import output_lock, write_jsonl, write_text
+from curation.records import output_lock, write_text
 from curation.release import read
 from curation.schema import ReleaseRow
 from curation.text import LETTERS, spaced

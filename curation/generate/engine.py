@@ -20,8 +20,8 @@ from curation.generate.facts import fact_sets, known_fact, lookup
 from curation.generate.presentation import deid_artefacts
 from curation.generate.tags import answer_facts
 from curation.generate.values import keyed
+from curation.jsonio import content_hash
 from curation.params import GenerateParams
-from curation.records import content_hash
 from curation.schema import Case, Evidence, Generator, Item, ItemFormat, TaskType, Turn
 from curation.text import plain
 

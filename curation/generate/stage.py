@@ -12,9 +12,10 @@ from pathlib import Path
 from curation.errors import InputError
 from curation.generate.augment import Augmenter
 from curation.generate.engine import Engine
+from curation.jsonio import batched, read_jsonl, write_jsonl
 from curation.llm import LLMClient, not_configured
 from curation.params import GenerateParams, LlmParams
-from curation.records import batched, read_jsonl, staged_dir, write_jsonl
+from curation.records import staged_dir
 from curation.report import Report
 from curation.schema import Case, Item
 

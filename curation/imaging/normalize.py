@@ -17,11 +17,12 @@ from curation.imaging.figures import FigureTask, process_figure
 from curation.imaging.register import PairTask, RegisterTask, pair_series, register_series
 from curation.imaging.sitk import threads
 from curation.imaging.steps.base import VERSION, Refused, SeriesContext, SeriesTask
+from curation.jsonio import read_jsonl, write_jsonl
 from curation.parallel import pmap
 from curation.params import NormalizeParams
 from curation.paths import OUTSIDE_INPUT, readable, safe_name
 from curation.paths import input_rel as _in_rel
-from curation.records import read_jsonl, relpath, staged_dir, write_jsonl
+from curation.records import relpath, staged_dir
 from curation.report import Outcome, Report
 from curation.schema import Case, Render, Step
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from curation.errors import InputError
 from curation.ingest.base import IngestContext
 from curation.ingest.screen import screen
+from curation.jsonio import write_jsonl
 from curation.params import IngestParams, load_spec
 from curation.paths import inside
-from curation.records import write_jsonl
 from curation.report import Report
 from curation.schema import Case, SourceName
 
@@ -39,7 +39,8 @@ def raw_state(ctx: IngestContext) -> Iterator[dict[str, object]]:
 def run(params: IngestParams, source: str, src: Path, dst: Path, *, workers: int = 1,
         scheduler: str | None = None, report_path: Path | None = None, secret: bytes | None = None) -> Report:
     """``secret``: the project's key (the CLI passes it; None reads ``CURATION_SECRET``)."""
-    from curation.records import project_secret, staged_dir
+    from curation.pseudonyms import project_secret
+    from curation.records import staged_dir
 
     try:
         name = SourceName(source)

@@ -11,9 +11,9 @@ from typing import Any
 
 from curation.ingest.base import IngestContext, numeric_scores, read_csv_rows, to_float
 from curation.ingest.dicomscan import inspect_dicom, instance_identity, uid_collisions
+from curation.jsonio import batched
 from curation.names import is_utf8_name
 from curation.parallel import pmap
-from curation.records import batched
 from curation.report import Outcome
 from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
 

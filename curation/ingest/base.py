@@ -16,7 +16,8 @@ from curation.errors import InputError
 from curation.names import printable
 from curation.params import Bounds
 from curation.paths import inside, safe_name, walk_files
-from curation.records import copy_file, pseudonym, relpath
+from curation.pseudonyms import pseudonym
+from curation.records import copy_file, relpath
 from curation.report import Kind, Report
 
 

@@ -15,8 +15,9 @@ from curation.llm.client import (
     Result,
     Usage,
     load_prompt,
+    model_client,
     not_configured,
 )
 
 __all__ = ["PROMPTS_DIR", "RETRYABLE", "Cache", "Check", "LLMClient", "Prompt", "Request", "Result", "Usage",
-           "load_prompt", "not_configured"]
+           "load_prompt", "model_client", "not_configured"]

@@ -35,8 +35,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from curation.errors import ParamsError, validation_message
-from curation.params import LlmParams
-from curation.records import atomic_open, content_hash
+from curation.jsonio import content_hash
+from curation.params import LlmParams, ModelSpec
+from curation.records import atomic_open
 
 PROMPTS_DIR = Path("templates/prompts")
 Check = Callable[[Any], str | None]  # returns a reason when the parsed answer is unusable
@@ -347,6 +348,17 @@ class LLMClient:
         if not reqs:
             return []
         return asyncio.run(self.arun(reqs))
+
+
+def model_client(llm: LlmParams, spec: ModelSpec | None = None, temperature: float | None = None) -> LLMClient:
+    """A client for ``llm``, or for one configured model ``spec`` (its endpoint, model and key over ``llm``'s), at
+    ``temperature`` when given."""
+    p = llm.model_copy()
+    if spec is not None:
+        p.base_url, p.model, p.api_key_env = spec.base_url or llm.base_url, spec.model, spec.api_key_env
+    if temperature is not None:
+        p.temperature = temperature
+    return LLMClient(p)
 
 
 def _reason(exc: Exception) -> str:

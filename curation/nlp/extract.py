@@ -10,8 +10,9 @@ from typing import Any
 import yaml
 
 from curation.errors import InputError, ParamsError
+from curation.jsonio import read_jsonl, write_jsonl
 from curation.params import ExtractParams
-from curation.records import read_jsonl, staged_dir, write_jsonl
+from curation.records import staged_dir
 from curation.report import Report
 from curation.schema import Case, Finding
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from curation.params import LlmParams, ModelSpec, ValidityParams
+from curation.pseudonyms import keyed_hash
 from curation.quality.items import is_mcq, mean, template_key
-from curation.records import keyed_hash
 from curation.report import Report
 from curation.schema import Item
 from curation.text import LETTERS
@@ -75,8 +75,7 @@ def model_baselines(items: list[Item], params: ValidityParams, llm: LlmParams, p
     """Accuracy per model, condition and template on the MCQ items; items a model answers without their image
     are tagged (``quality.answered_without_image``). Returns {"status", "models": {name: {...}}}."""
     from curation.answering import EvalItem, ask, extract_letter
-    from curation.llm import load_prompt, not_configured
-    from curation.quality.gates import _client
+    from curation.llm import load_prompt, model_client, not_configured
 
     specs = list(params.models)
     why = None
@@ -95,7 +94,7 @@ def model_baselines(items: list[Item], params: ValidityParams, llm: LlmParams, p
     out: dict[str, Any] = {"status": "run", "conditions": list(params.conditions), "samples": params.samples,
                            "temperature": params.temperature, "models": {}}
     for spec in specs:
-        client = _client(llm, spec, params.temperature)
+        client = model_client(llm, spec, params.temperature)
         per_cond: dict[str, dict[str, float]] = {}
         for cond in params.conditions:
             evs = []

@@ -9,8 +9,9 @@ from typing import Any
 
 from curation.errors import InputError
 from curation.generate import tags
+from curation.jsonio import read_jsonl, write_json, write_jsonl
 from curation.params import FilterParams, LlmParams
-from curation.records import read_jsonl, staged_dir, write_json, write_jsonl
+from curation.records import staged_dir
 from curation.report import Report
 from curation.schema import Item, ItemFormat
 from curation.text import plain

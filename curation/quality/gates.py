@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from curation.errors import InputError
-from curation.params import FilterParams, LlmParams, ModelSpec
-from curation.records import keyed_hash
+from curation.params import FilterParams, LlmParams
+from curation.pseudonyms import keyed_hash
 from curation.report import Report
 from curation.schema import Item, ItemFormat
 from curation.text import LETTERS, plain
@@ -123,20 +123,9 @@ def _correct_rates(client: Any, prompt: Any, items: list[Item], samples: int, te
     return out
 
 
-def _client(llm: LlmParams, spec: ModelSpec | None = None, temperature: float | None = None) -> Any:
-    from curation.llm import LLMClient
-
-    p = llm.model_copy()
-    if spec is not None:
-        p.base_url, p.model, p.api_key_env = spec.base_url or llm.base_url, spec.model, spec.api_key_env
-    if temperature is not None:
-        p.temperature = temperature
-    return LLMClient(p)
-
-
 def model_gates(items: list[Item], params: FilterParams, llm: LlmParams, report: Report) -> dict[str, tuple[str, Any]]:
     """LLM verifier, text-only shortcut and model-assisted difficulty; item_id -> (reason, detail) to drop."""
-    from curation.llm import not_configured
+    from curation.llm import model_client, not_configured
 
     drop: dict[str, tuple[str, Any]] = {}
     why = not_configured(llm)
@@ -145,7 +134,7 @@ def model_gates(items: list[Item], params: FilterParams, llm: LlmParams, report:
             if on:
                 report.skip_step(step, why)
     else:
-        client = _client(llm)
+        client = model_client(llm)
         if params.llm_verifier:
             _verify(client, items, params, report, drop)
         if params.text_only_check:
@@ -196,13 +185,13 @@ def _difficulty(items: list[Item], params: FilterParams, llm: LlmParams, report:
     """Each difficulty model answers the kept items ``difficulty_samples`` times with their images: the mean pass
     rate grades the item easy / medium / hard; one every model always gets right is dropped when
     ``drop_if_all_models_correct``."""
-    from curation.llm import load_prompt
+    from curation.llm import load_prompt, model_client
 
     prompt = load_prompt("eval_answer", params.prompts_dir)
     per_model: dict[str, dict[str, float | None]] = {}
     live = [i for i in items if i.item_id not in drop]
     for spec in params.difficulty_models:
-        per_model[spec.name] = _correct_rates(_client(llm, spec, 0.7), prompt, live, params.difficulty_samples,
+        per_model[spec.name] = _correct_rates(model_client(llm, spec, 0.7), prompt, live, params.difficulty_samples,
                                               0.7, True)
     for i in live:
         rates = {m: r[i.item_id] for m, r in per_model.items() if r.get(i.item_id) is not None}

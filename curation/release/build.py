@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from curation.errors import InputError, VerificationError
+from curation.jsonio import read_jsonl, sha256_file, write_json
 from curation.params import ReleaseParams
 from curation.paths import inside
-from curation.records import output_lock, read_jsonl, sha256_file, staged_dir, write_bytes, write_json, write_text
+from curation.records import output_lock, staged_dir, write_bytes, write_text
 from curation.release import croissant
 from curation.release.card import DIGEST_PLACEHOLDER, distribution_plot, render_card, template_validity, with_digest
 from curation.release.read import features as release_features

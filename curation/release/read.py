@@ -75,7 +75,7 @@ _EMPTY = {n: (str if f.annotation is str else list) for n, f in ReleaseRow.model
 def summary_lines(release: Path) -> Iterator[str]:
     """``curate release show``: a release's location, name and version, item counts and review status, from its
     manifest (line by line, as each is read from it)."""
-    from curation.records import read_json
+    from curation.jsonio import read_json
 
     m = read_json(release / "manifest.json")
     yield f"{release}: {m['name']} {m['version']}"

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from curation.errors import InputError
+from curation.jsonio import sha256_file, write_json
 from curation.params import Params
-from curation.records import sha256_file, write_json
 from curation.report import Report
 
 

@@ -8,8 +8,8 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import ValidationError
 
+from curation.jsonio import read_json, sha256_file
 from curation.paths import inside
-from curation.records import read_json, sha256_file
 from curation.release.card import DIGEST_PLACEHOLDER, stated_digest, with_digest
 from curation.schema import ReleaseManifest, ReleaseRow
 

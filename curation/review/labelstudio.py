@@ -23,8 +23,9 @@ import httpx
 from pydantic import ValidationError
 
 from curation.errors import InputError, ServiceError
+from curation.jsonio import content_hash, read_jsonl
 from curation.params import ReviewParams
-from curation.records import content_hash, read_jsonl, write_text
+from curation.records import write_text
 from curation.schema import Item
 from curation.text import LETTERS
 
@@ -284,7 +285,7 @@ def pull(params: ReviewParams, out: Path, client: Any = None) -> dict[str, int]:
 
 def status(params: ReviewParams, client: Any = None, secret: bytes | None = None) -> dict[str, Any]:
     """Progress: tasks done, annotations per reviewer, completion per task type and dimension."""
-    from curation.records import keyed_hash, project_secret
+    from curation.pseudonyms import keyed_hash, project_secret
 
     client = client or connect(params)
     listed = _call(client, "listing projects", lambda: list(client.projects.list(title=params.project_title)))

@@ -14,8 +14,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from curation.errors import InputError
+from curation.jsonio import read_json, read_jsonl, write_jsonl
 from curation.params import ReviewParams
-from curation.records import keyed_hash, project_secret, read_json, read_jsonl, staged_dir, write_jsonl
+from curation.pseudonyms import keyed_hash, project_secret
+from curation.records import staged_dir
 from curation.report import Report
 from curation.schema import Item, MarkedEvidence, Review, ReviewDecision
 

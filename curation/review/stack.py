@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from curation.jsonio import read_jsonl, sha256_file
 from curation.params import StackParams
-from curation.records import read_jsonl, sha256_file
 from curation.schema import Case, Item, Series
 
 VERSION = "1"

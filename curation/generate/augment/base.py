@@ -7,8 +7,8 @@ from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from curation.jsonio import content_hash
 from curation.llm.step import LLMStep, StepOutcome, StepParams
-from curation.records import content_hash
 from curation.schema import Augmentation, Case, Figure, Item
 from curation.text import spaced
 

@@ -7,9 +7,9 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, Field
 
 from curation.generate.augment.base import FigureInput, FigureStep
+from curation.jsonio import content_hash
 from curation.llm.images import with_images
 from curation.llm.step import StepOutcome, StepParams
-from curation.records import content_hash
 from curation.schema import Generator, Item, ItemFormat, ReasoningDim, TaskType, VisualDim
 from curation.text import spaced
 

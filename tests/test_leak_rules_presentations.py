@@ -15,7 +15,7 @@ from curation.quality.leaks import load_rules, mapping_leaks
 from tests.factories import item
 
 VIGNETTES = yaml.safe_load((Path(__file__).parent / "data" / "presentations_independent.yaml").read_text())
-PRESENTATION_RULES = ("sudden_", "pure_", "expressive_", "receptive_", "young_adult_", "hypertensive_",
+PRESENTATION_RULES = ("sudden_", "pure_", "expressive_", "receptive_", "young_adult_", "hypertensive_", "older_adult_",
                       "memory_complaint_", "hemianopia_")
 
 
@@ -71,6 +71,11 @@ def test_site_rules_flag_only_what_the_history_localises() -> None:
     ("A 74-year-old woman with hypertension reported a year of slowly worsening forgetfulness and an unsteady gait.",
      ["Vascular risk factor control: blood pressure and a statin", "Lumbar puncture for oligoclonal bands",
       "Stereotactic biopsy"], "next_step", True),
+    ("A 63-year-old man was brought in with three weeks of headache and new left arm weakness.",
+     ["Glioblastoma", "Primary CNS lymphoma", "Cerebral abscess"], "differential_diagnosis", True),
+    # a cancer told points to a metastasis: the base rate of the glioblastoma no longer holds
+    ("A 63-year-old man treated for lung cancer had three weeks of headache and new left arm weakness.",
+     ["Glioblastoma", "Primary CNS lymphoma", "Cerebral abscess"], "differential_diagnosis", False),
     ("A 72-year-old man was seen with two days of numbness of the right face, arm and leg.",
      ["Lacunar infarct: infarct in the left thalamus"], "rationale_generation", True),
 ])

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from nibabel.processing import resample_to_output
 
-from curation.imaging.steps.n4 import _n4
-from curation.imaging.steps.resampling import _resample
+from curation.imaging.steps.n4 import n4_correct
+from curation.imaging.steps.resampling import resample_to_spacing
 
 
 def _centre(img: nib.Nifti1Image, thr: float) -> np.ndarray:
@@ -25,7 +25,7 @@ def test_resample_agrees_with_an_independent_reader_in_world_coordinates():
     data = np.zeros((60, 80, 40), np.float32)
     data[20:30, 30:50, 10:20] = 100
     img = nib.Nifti1Image(data, aff)
-    ours = _resample(img, (1.0, 1.0, 1.0))
+    ours = resample_to_spacing(img, (1.0, 1.0, 1.0))
     ref = resample_to_output(img, voxel_sizes=(1, 1, 1), order=1)
     assert np.allclose(np.sqrt((ours.affine[:3, :3] ** 2).sum(axis=0)), 1.0)
     assert np.allclose(ours.affine[:3, 3], ref.affine[:3, 3])
@@ -41,7 +41,7 @@ def test_n4_removes_a_smooth_bias_field():
     rng = np.random.default_rng(0)
     data = np.where(sphere, 500.0 * bias, 5.0) + rng.normal(0, 3, shape)
     img = nib.Nifti1Image(data.astype(np.float32), np.diag([2.0, 2.0, 2.0, 1.0]))
-    out = np.asarray(_n4(img).dataobj)
+    out = np.asarray(n4_correct(img).dataobj)
     inner = (zz**2 + yy**2 + xx**2) < 0.4
 
     def cv(a: np.ndarray) -> float:

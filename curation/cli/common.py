@@ -22,7 +22,8 @@ WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Local worker 
 SchedulerOpt = Annotated[str | None, typer.Option("--scheduler", help="Dask scheduler address, e.g. tcp://host:8786.")]
 
 
-def _err(message: str) -> None:
+def echo_error(message: str) -> None:
+    """Print ``error: <message>`` on stderr."""
     typer.echo(f"error: {message}", err=True)
 
 
@@ -34,10 +35,10 @@ def clean_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (CurationError, ResourceError) as exc:
-            _err(" ".join(str(exc).split()))
+            echo_error(" ".join(str(exc).split()))
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            _err("interrupted")
+            echo_error("interrupted")
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
@@ -51,13 +52,15 @@ def writer(out: Path) -> Any:
     return output_lock(out)
 
 
-def _section(params: Path, name: str) -> Any:
+def params_section(params: Path, name: str) -> Any:
+    """The ``name`` section of the params.yaml at ``params``."""
     from curation.params import load_params
 
     return getattr(load_params(params), name)
 
 
-def _done(report: Any) -> None:
+def echo_summary(report: Any) -> None:
+    """Print a stage report's summary."""
     typer.echo(report.summary())
 
 
@@ -66,7 +69,7 @@ def project_root(params: Path) -> Path:
     return Path(params).resolve().parent
 
 
-def _secret(params: Path) -> bytes:
+def project_secret_for(params: Path) -> bytes:
     """The project's secret (``CURATION_SECRET``, else ``<project>/.curation/secret``, made once)."""
     from curation.pseudonyms import project_secret
 
@@ -96,7 +99,7 @@ class Stage:
 
     @functools.cached_property
     def secret(self) -> bytes:
-        return _secret(self.params_file)
+        return project_secret_for(self.params_file)
 
 
 _SHARED = {
@@ -124,7 +127,7 @@ def stage_command(group: typer.Typer, name: str | None = None, *, workers: bool 
         def command(*args: Any, params: Path, report: Path | None, workers: int = 1, scheduler: str | None = None,
                     **kwargs: Any) -> None:
             result = fn(Stage(params, report, workers, scheduler), *args, **kwargs)
-            _done(result)
+            echo_summary(result)
             if footer is not None:
                 typer.echo(footer(result))
 

@@ -13,11 +13,11 @@ from curation.cli.common import (
     SchedulerOpt,
     Stage,
     WorkersOpt,
-    _done,
-    _err,
-    _secret,
-    _section,
     clean_errors,
+    echo_error,
+    echo_summary,
+    params_section,
+    project_secret_for,
     stage_command,
     writer,
 )
@@ -51,12 +51,12 @@ def deid_dicom(
     from curation.deid.stage import deid_dicom_dir
     from curation.records import staged_dir
 
-    p, secret = _section(params, "deidentify").dicom, _secret(params)
+    p, secret = params_section(params, "deidentify").dicom, project_secret_for(params)
     _refuse_foreign(out_dir, "audit.jsonl")
     # built beside OUT_DIR and swapped in whole: a failed run leaves the previous output as it was, never a mix
     with staged_dir(out_dir) as staging:
         report = deid_dicom_dir(p, in_dir, staging, workers=workers, scheduler=scheduler, secret=secret)
-    _done(report)
+    echo_summary(report)
 
 
 def _refuse_foreign(out: Path, marker: str) -> None:
@@ -80,7 +80,8 @@ def deid_text(
     from curation.deid.stage import deid_text_path
 
     with writer(out):
-        _done(deid_text_path(_section(params, "deidentify").text, src, out, secret=_secret(params)))
+        echo_summary(deid_text_path(params_section(params, "deidentify").text, src, out,
+                                    secret=project_secret_for(params)))
 
 
 @app.command("deface")
@@ -95,7 +96,7 @@ def deid_deface(
     from curation.imaging.deface import deface_file
 
     if not src.is_file():
-        _err(f"{src}: no such file")
+        echo_error(f"{src}: no such file")
         raise typer.Exit(3)
     with writer(out):
         typer.echo(json.dumps(deface_file(src, out, brain_mask=brain_mask), sort_keys=True))
@@ -114,17 +115,17 @@ def deid_verify(
     from curation.deid.verify import verify_dir
 
     if not directory.is_dir():
-        _err(f"{directory}: not a folder")
+        echo_error(f"{directory}: not a folder")
         raise typer.Exit(3)
     if against is not None:
         if not against.is_dir():
-            _err(f"{against}: not a folder")
+            echo_error(f"{against}: not a folder")
             raise typer.Exit(3)
-        result = verify_against(directory, against, _secret(Path("params.yaml")))  # the project here
+        result = verify_against(directory, against, project_secret_for(Path("params.yaml")))  # the project here
         for f in result.findings or []:
             typer.echo(f.line())
         if result.findings:
-            _err(f"{len(result.findings)} finding(s) in {directory} against {against} "
+            echo_error(f"{len(result.findings)} finding(s) in {directory} against {against} "
                  f"({result.checked} input values checked)")
             raise typer.Exit(6)
         typer.echo(f"{directory}: nothing of {against} survived ({result.checked} input values checked)")
@@ -133,7 +134,7 @@ def deid_verify(
     for f in findings:
         typer.echo(f.line())
     if findings:
-        _err(f"{len(findings)} residual identifier finding(s) in {directory}")
+        echo_error(f"{len(findings)} residual identifier finding(s) in {directory}")
         raise typer.Exit(6)
     typer.echo(f"{directory}: no residual identifiers found")
 

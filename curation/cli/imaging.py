@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from curation.cli.common import ParamsOpt, _err, _section, clean_errors, writer
+from curation.cli.common import ParamsOpt, clean_errors, echo_error, params_section, writer
 
 app = typer.Typer(help="Convert and render images outside the pipeline.", no_args_is_help=True)
 
@@ -26,15 +26,15 @@ def imaging_convert(
     from curation.io.volumes import VolumeTooLarge, save_nifti
 
     if not src.exists():
-        _err(f"{src}: does not exist")
+        echo_error(f"{src}: does not exist")
         raise typer.Exit(3)
     try:
-        img, info = convert_path(src, _section(params, "normalize").bounds.max_volume_bytes)
+        img, info = convert_path(src, params_section(params, "normalize").bounds.max_volume_bytes)
     except VolumeTooLarge as exc:
-        _err(f"{src}: volume_too_large ({exc})")
+        echo_error(f"{src}: volume_too_large ({exc})")
         raise typer.Exit(3) from None
     except Exception as exc:
-        _err(f"{src}: cannot convert ({type(exc).__name__}: {exc})")
+        echo_error(f"{src}: cannot convert ({type(exc).__name__}: {exc})")
         raise typer.Exit(3) from None
     from curation.records import writing
 
@@ -79,10 +79,11 @@ def imaging_render(
     fmt = "analyze" if volume.name.endswith(".hdr") else "nifti"
     with writer(out_dir):
         res = Outcome.from_result(process_series({"format": fmt, "files": [str(volume)],
-                                                  "params": _section(params, "normalize"), "out_dir": str(out_dir),
-                                                  "final_dir": str(out_dir), "sequence": sequence}))
+                                                  "params": params_section(params, "normalize"),
+                                                  "out_dir": str(out_dir), "final_dir": str(out_dir),
+                                                  "sequence": sequence}))
         if not res.ok:
-            _err(f"{volume}: {res.reason} ({res.detail})")
+            echo_error(f"{volume}: {res.reason} ({res.detail})")
             raise typer.Exit(3)
         write_json(out_dir / "renders.json", res.data["renders"])
     typer.echo(f"{out_dir}: {len(res.data['renders'])} renders")

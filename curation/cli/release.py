@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from curation.cli.common import ParamsOpt, Stage, _err, _section, clean_errors, stage_command, writer
+from curation.cli.common import ParamsOpt, Stage, clean_errors, echo_error, params_section, stage_command, writer
 
 app = typer.Typer(help="Build, verify, compare and export frozen releases.", no_args_is_help=True)
 ReleaseDirArg = Annotated[Path | None, typer.Argument(help="A release folder (default: the one params.yaml names).")]
@@ -48,7 +48,7 @@ def release_verify(
     for p in problems:
         typer.echo(p)
     if problems:
-        _err(f"{len(problems)} problem(s) in {directory}")
+        echo_error(f"{len(problems)} problem(s) in {directory}")
         raise typer.Exit(6)
     pinned = "matches the pinned digest" if digest else "not pinned: give --digest to check it"
     typer.echo(f"{directory}: verified (manifest sha256 {manifest_digest(directory)}, {pinned})")
@@ -68,7 +68,7 @@ def release_show(
 
 
 def _configured_release(params: Path) -> Path:
-    rel = _section(params, "release")
+    rel = params_section(params, "release")
     return Path("data/releases") / f"{rel.name}-{rel.version}"
 
 

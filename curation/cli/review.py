@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from curation.cli.common import ParamsOpt, Stage, _secret, _section, clean_errors, stage_command
+from curation.cli.common import ParamsOpt, Stage, clean_errors, params_section, project_secret_for, stage_command
 
 app = typer.Typer(help="Expert review in Label Studio: push, pull, status, merge.", no_args_is_help=True)
 
@@ -38,7 +38,7 @@ def review_push(
     """Create or update the Label Studio project and its tasks (idempotent: tasks are keyed by item id)."""
     from curation.review.labelstudio import load_items, push
 
-    p = _section(params, "review")
+    p = params_section(params, "review")
     counts = push(p, load_items(items or Path(p.items)), adjudication=adjudication)
     typer.echo("review push: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
@@ -52,7 +52,7 @@ def review_pull(
     """Export all annotations into the pinned snapshot that `dvc repro` merges (commit it, or track it with DVC)."""
     from curation.review.labelstudio import pull
 
-    p = _section(params, "review")
+    p = params_section(params, "review")
     target = out or Path(p.annotations)
     counts = pull(p, target)
     typer.echo(f"review pull: {counts.get('tasks', 0)} tasks, {counts.get('annotations', 0)} annotations -> {target}")
@@ -67,7 +67,7 @@ def review_status(
     """Review progress per reviewer and per task type / dimension."""
     from curation.review.labelstudio import status, status_lines
 
-    st = status(_section(params, "review"), secret=_secret(params))
+    st = status(params_section(params, "review"), secret=project_secret_for(params))
     if as_json:
         typer.echo(json.dumps(st, indent=2))
         return
@@ -93,7 +93,7 @@ def review_serve(
             typer.echo(f"  admin {server.username}, password {server.password}; for push/pull/status: "
                        f"LABEL_STUDIO_URL={server.url} LABEL_STUDIO_API_KEY={server.token}")
 
-    p = _section(params, "review")
+    p = params_section(params, "review")
     try:
         serve(p, data_dir, port, on_ready=ready)
     except (ValueError, OSError, RuntimeError, TimeoutError) as exc:

@@ -11,15 +11,15 @@ import numpy as np
 
 from curation.imaging.render import render_volume
 from curation.imaging.sitk import from_sitk, ras_matrix, register_rigid, to_sitk
-from curation.imaging.steps.base import _FromMapping, _step
-from curation.imaging.steps.qc_metrics import _qc
+from curation.imaging.steps.base import FromMapping, step_record
+from curation.imaging.steps.qc_metrics import volume_qc
 from curation.io.volumes import save_nifti
 from curation.params import NormalizeParams
 from curation.report import Outcome
 
 
 @dataclass(frozen=True)
-class RegisterTask(_FromMapping):
+class RegisterTask(FromMapping):
     """A normalized series (``moving``, staged in ``out_dir``) to register onto ``fixed``, the normalized series
     of ``reference``."""
 
@@ -78,10 +78,10 @@ def register_series(task: RegisterTask | Mapping[str, Any]) -> Outcome:
     refused = job.refused
     renders = render_volume(data, fg, spacing, p, out_dir, final_dir, targets=located["targets"], refused=refused)
     params = [round(float(v), 4) for v in tx.GetParameters()] if hasattr(tx, "GetParameters") else []
-    step = _step("register_rigid", reference=job.reference, metric="MattesMI", final_metric=round(metric, 4),
-                 transform=params)
+    step = step_record("register_rigid", reference=job.reference, metric="MattesMI", final_metric=round(metric, 4),
+                       transform=params)
     return Outcome.success(renders=renders, spacing=spacing, shape=tuple(int(v) for v in data.shape), step=step,
-                           qc={**_qc(data, fg, spacing, {}), "planes_refused": sorted(refused),
+                           qc={**volume_qc(data, fg, spacing, {}), "planes_refused": sorted(refused),
                                "planes_refused_reason": refused, "anatomy": located["anatomy"],
                                "targets": located["targets"]})
 
@@ -107,7 +107,7 @@ def pair_series(task: PairTask | Mapping[str, Any]) -> Outcome:
     for r in renders:
         r["located_by"] = f"registered_to:{job.reference}"
     ras = ras_matrix(tx)  # the same map in RAS mm: baseline point -> follow-up point
-    step = _step("register_to_baseline", reference=job.reference, reference_visit=job.reference_visit,
-                 metric="MattesMI", final_metric=round(metric, 4), spacing_mm=PAIR_SPACING,
-                 baseline_to_followup_ras=[[round(float(v), 5) for v in row] for row in ras])
+    step = step_record("register_to_baseline", reference=job.reference, reference_visit=job.reference_visit,
+                       metric="MattesMI", final_metric=round(metric, 4), spacing_mm=PAIR_SPACING,
+                       baseline_to_followup_ras=[[round(float(v), 5) for v in row] for row in ras])
     return Outcome.success(renders=renders, step=step)

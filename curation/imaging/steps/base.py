@@ -2,7 +2,7 @@
 
 A step is ``(image, ctx) -> (image, Step | None)``: the nibabel image it hands on and what it records into the
 series' provenance (None: it did not apply, or it only writes). A step that refuses the series raises Refused.
-What a step records comes from the constants it runs with (``step(name, **params)``), never a copy of them.
+What a step records comes from the constants it runs with (``step_record(name, **params)``), never a copy of them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from curation.schema import Step
 VERSION = "1"
 
 
-class _FromMapping:
+class FromMapping:
     """``of(task)``: a task dataclass from a mapping with its field names (the dicts tasks used to be)."""
 
     @classmethod
@@ -31,7 +31,7 @@ class _FromMapping:
 
 
 @dataclass(frozen=True)
-class SeriesTask(_FromMapping):
+class SeriesTask(FromMapping):
     """One series to normalize: its files, where its outputs are staged (``out_dir``) and where they will lie once
     the stage commits (``final_dir``, the paths written into the records). Plain data, so it pickles to workers."""
 
@@ -81,7 +81,7 @@ class Refused(Exception):
         self.outcome = outcome
 
 
-def _step(name: str, version: str = VERSION, /, **args: Any) -> Step:
+def step_record(name: str, version: str = VERSION, /, **args: Any) -> Step:
     """The provenance record of a step: its name, its version and the parameters it ran with."""
     return Step(name=name, args=args, version=version)
 
@@ -89,11 +89,12 @@ def _step(name: str, version: str = VERSION, /, **args: Any) -> Step:
 SeriesStepFn = Callable[[Any, SeriesContext], tuple[Any, "Step | None"]]
 
 
-def _data(img: Any) -> np.ndarray:
+def voxel_data(img: Any) -> np.ndarray:
+    """The image's voxels as a float32 array."""
     return np.asarray(img.dataobj, dtype=np.float32)
 
 
-def _wants_deface(ctx: SeriesContext) -> bool:
+def wants_deface(ctx: SeriesContext) -> bool:
     """Whether this series is to be defaced: ``deface`` on, and its sequence among ``deface_sequences`` (None: all)."""
     p = ctx.params
     return bool(p.deface) and (p.deface_sequences is None or ctx.task.sequence in p.deface_sequences)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from curation.imaging.steps.base import Refused, SeriesContext, _step
+from curation.imaging.steps.base import Refused, SeriesContext, step_record
 from curation.io.volumes import VolumeTooLarge
 from curation.report import Outcome
 from curation.schema import Step
@@ -27,7 +27,7 @@ def to_canonical(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     if blank:
         raise Refused(Outcome.failure("volume_blank", blank))
     ctx.src_affine = np.asarray(img.affine, dtype=np.float64)
-    return img, _step("to_canonical_ras", format=t.format)
+    return img, step_record("to_canonical_ras", format=t.format)
 
 
 def _blank(img: Any) -> str | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from curation.imaging.steps.base import Refused, SeriesContext, _data, _step, _wants_deface
+from curation.imaging.steps.base import Refused, SeriesContext, step_record, voxel_data, wants_deface
 from curation.report import Outcome
 from curation.schema import Step
 
@@ -20,7 +20,7 @@ def _face_free(img: Any, ctx: SeriesContext) -> dict[str, Any] | None:
     from curation.imaging import face
     from curation.imaging.targets import brain_check
 
-    data, affine = _data(img), np.asarray(img.affine, dtype=np.float64)
+    data, affine = voxel_data(img), np.asarray(img.affine, dtype=np.float64)
     in_view, tissue = face.face_tissue(ctx.fit, data, affine)
     if in_view < face.MIN_FACE_IN_VIEW:
         reason = f"the face is outside the field of view ({in_view:.1%} of the template's face region in view)"
@@ -38,18 +38,18 @@ def _face_free(img: Any, ctx: SeriesContext) -> dict[str, Any] | None:
 def deface(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     """Zero face and ears (curation.imaging.deface) of the sequences ``deface_sequences`` names (None: all); a
     face-free series (a brain without its head) passes unchanged, recorded as such."""
-    if not _wants_deface(ctx):
+    if not wants_deface(ctx):
         return img, None
     from curation.imaging.deface import VERSION as DEFACE_VERSION
     from curation.imaging.deface import DefaceError, deface_image
 
     free = _face_free(img, ctx)
     if free is not None:
-        return img, _step("deface", DEFACE_VERSION, **free)
+        return img, step_record("deface", DEFACE_VERSION, **free)
     try:
         img, summary = deface_image(img)
     except DefaceError as exc:  # a face that cannot be removed safely is never rendered
         raise Refused(Outcome.failure("deface_refused", str(exc))) from exc
     ctx.defaced = True
-    return img, _step("deface", DEFACE_VERSION, outcome="defaced",
-                      **{k: v for k, v in summary.items() if k != "version"})
+    return img, step_record("deface", DEFACE_VERSION, outcome="defaced",
+                            **{k: v for k, v in summary.items() if k != "version"})

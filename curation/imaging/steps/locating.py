@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from curation.imaging.steps.base import SeriesContext, _data, _step
+from curation.imaging.steps.base import SeriesContext, step_record, voxel_data
 from curation.schema import Step
 
 
@@ -17,8 +17,8 @@ def locate_targets(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     ctx.refused = refused_planes(ctx.sampling, p.max_reformat_spacing_mm)
     if not p.key_slices:
         return img, None
-    ctx.located = locate(_data(img), img.affine, ctx.task.sequence, p, ctx.refused, fit=ctx.fit)
+    ctx.located = locate(voxel_data(img), img.affine, ctx.task.sequence, p, ctx.refused, fit=ctx.fit)
     if ctx.fit_failed:
         ctx.located["anatomy"].update(fit="failed", not_located={t: ctx.fit_failed for t in sorted(p.targets)})
         ctx.located["targets"] = []
-    return img, _step("locate_targets", **dict(ctx.located["anatomy"].items()))
+    return img, step_record("locate_targets", **dict(ctx.located["anatomy"].items()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from curation.imaging.sitk import from_sitk, to_sitk
-from curation.imaging.steps.base import SeriesContext, _step
+from curation.imaging.steps.base import SeriesContext, step_record
 from curation.schema import Step
 
 N4_SHRINK = 2  # N4 is fitted on the image shrunk by this factor, then applied at full resolution
@@ -15,10 +15,10 @@ N4_ITERATIONS = (20, 20)  # per fitting level; the provenance records these, not
 def n4_bias_correction(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     if not ctx.params.bias_correction:
         return img, None
-    return _n4(img), _step("n4_bias_correction", shrink=N4_SHRINK, iterations=list(N4_ITERATIONS))
+    return n4_correct(img), step_record("n4_bias_correction", shrink=N4_SHRINK, iterations=list(N4_ITERATIONS))
 
 
-def _n4(img: Any) -> Any:
+def n4_correct(img: Any) -> Any:
     """N4 bias-field correction (SimpleITK), fitted on a shrunk image (N4_SHRINK) with an Otsu foreground mask."""
     import SimpleITK as sitk
 

@@ -6,19 +6,20 @@ from typing import Any
 
 import numpy as np
 
-from curation.imaging.steps.base import SeriesContext, _data
+from curation.imaging.steps.base import SeriesContext, voxel_data
 from curation.schema import Step
 
 
 def qc(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
-    ctx.qc = _qc(_data(img), ctx.fg, ctx.spacing, ctx.info)
+    ctx.qc = volume_qc(voxel_data(img), ctx.fg, ctx.spacing, ctx.info)
     ctx.qc.update({"source_sampling_mm": list(ctx.sampling), "planes_refused": sorted(ctx.refused),
                    "planes_refused_reason": ctx.refused, "anatomy": ctx.located["anatomy"],
                    "targets": ctx.located["targets"]})
     return img, None
 
 
-def _qc(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], info: dict[str, Any]) -> dict[str, Any]:
+def volume_qc(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], info: dict[str, Any]) -> dict[str, Any]:
+    """The QC metrics of a volume: foreground fraction, SNR, intensity range, slice sampling, and its flags."""
     bg = ~fg
     snr = float(data[fg].mean() / max(float(data[bg].std()), 1e-6)) if fg.any() and bg.any() else 0.0
     flags = []

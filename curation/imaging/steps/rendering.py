@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from curation.imaging.steps.base import SeriesContext, _data, _step
+from curation.imaging.steps.base import SeriesContext, step_record, voxel_data
 from curation.schema import Step
 
 
@@ -13,6 +13,6 @@ def render(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     from curation.imaging.render import WINDOW_PERCENTILES, render_volume
 
     t, p = ctx.task, ctx.params
-    ctx.renders = render_volume(_data(img), ctx.fg, ctx.spacing, p, Path(t.out_dir), Path(t.final_dir),
+    ctx.renders = render_volume(voxel_data(img), ctx.fg, ctx.spacing, p, Path(t.out_dir), Path(t.final_dir),
                                 targets=ctx.located["targets"], refused=ctx.refused)
-    return img, _step("render", size=p.render_size, window_percentiles=list(WINDOW_PERCENTILES))
+    return img, step_record("render", size=p.render_size, window_percentiles=list(WINDOW_PERCENTILES))

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from curation.imaging.sitk import from_sitk, to_sitk
-from curation.imaging.steps.base import SeriesContext, _step
+from curation.imaging.steps.base import SeriesContext, step_record
 from curation.schema import Step
 
 RESAMPLE_ORDER = 1  # linear interpolation (SimpleITK's sitkLinear); the provenance records it
@@ -17,11 +17,11 @@ def resample(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     spacing = ctx.params.target_spacing
     if not spacing:
         return img, None
-    return (_resample(img, tuple(float(v) for v in spacing)),
-            _step("resample", spacing=list(spacing), order=RESAMPLE_ORDER))
+    return (resample_to_spacing(img, tuple(float(v) for v in spacing)),
+            step_record("resample", spacing=list(spacing), order=RESAMPLE_ORDER))
 
 
-def _resample(img: Any, spacing: tuple[float, ...]) -> Any:
+def resample_to_spacing(img: Any, spacing: tuple[float, ...]) -> Any:
     """Resampling (RESAMPLE_ORDER: linear) to ``spacing`` with SimpleITK over the same field of view (multi-threaded
     C++)."""
     import SimpleITK as sitk

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from curation.imaging.steps.base import SeriesContext, _step
+from curation.imaging.steps.base import SeriesContext, step_record
 from curation.schema import Step
 
 
@@ -21,10 +21,10 @@ def intensity(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     record = None
     if p.intensity == "percentile":
         data = np.clip((data - lo) / max(hi - lo, 1e-6), 0, 1).astype(np.float32)
-        record = _step("percentile_rescale", percentiles=list(p.percentiles))
+        record = step_record("percentile_rescale", percentiles=list(p.percentiles))
     elif p.intensity == "zscore" and fg.any():
         data = ((data - data[fg].mean()) / max(float(data[fg].std()), 1e-6)).astype(np.float32)
-        record = _step("zscore_foreground")
+        record = step_record("zscore_foreground")
     out = nib.Nifti1Image(data, img.affine)
     out.header.set_xyzt_units("mm")
     return out, record

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from curation.demo.adni import ADNI_SUBJECTS
 from curation.jsonio import read_jsonl
 from curation.params import LlmParams, load_params
 from curation.schema import Item
@@ -201,7 +202,7 @@ def test_malformed_corpus_through_the_whole_pipeline(pipeline, raw_copy, tmp_pat
     dirty = {c["case_id"] for c in read_jsonl(w / "extract" / "cases.jsonl")}
     assert dirty <= clean and len(clean - dirty) <= 1
     adni = [c for c in read_jsonl(w / "extract" / "cases.jsonl") if c["source"] == "adni"]
-    assert len(adni) == 3 and all(v["series"] for c in adni for v in c["visits"])
+    assert len(adni) == len(ADNI_SUBJECTS) and all(v["series"] for c in adni for v in c["visits"])
     for q in read_jsonl(w / "ingest" / "adni" / "quarantine.jsonl"):
         assert q["reason"] and q["path"]
     shutil.rmtree(w, ignore_errors=True)

@@ -26,9 +26,9 @@ def _ingest(source: str, raw: Path, out: Path) -> tuple[list[Case], list[dict], 
 
 def test_adni_tree(demo_raw: Path, tmp_path: Path) -> None:
     cases, quarantine, rep = _ingest("adni", demo_raw / "adni", tmp_path / "o")
-    assert len(cases) == 3
+    assert len(cases) == len(ADNI_SUBJECTS)
     by_dx = {c.diagnosis.primary for c in cases}
-    assert by_dx == {"cognitively normal", "Alzheimer's disease dementia"}
+    assert by_dx == {"cognitively normal", "mild cognitive impairment", "Alzheimer's disease dementia"}
     case = next(c for c in cases if len(c.visits) == 2 and c.visits[1].diagnosis == "Alzheimer's disease dementia"
                 and c.visits[0].diagnosis == "mild cognitive impairment")
     assert [v.visit_id for v in case.visits] == ["bl", "m12"]
@@ -226,7 +226,7 @@ def test_adni_ida_metadata_xml(raw_copy: Path, tmp_path: Path) -> None:
     cases, quarantine, rep = _ingest("adni", src, tmp_path / "o")
     series = [s for c in cases for s in c.all_series()]
     with_ida = [s for s in series if s.sidecar.get("ida")]
-    assert len(with_ida) == 11
+    assert len(with_ida) == 4 * len(ADNI_SUBJECTS) - 1  # all but the series whose XML is broken
     meta = with_ida[0].sidecar["ida"]
     assert meta["Field Strength"] == "1.5" and meta["visit"].startswith("ADNI") and "Manufacturer" not in meta
     assert {(q["path"], q["reason"]) for q in quarantine} >= {

@@ -36,6 +36,8 @@ def visit_atrophy(ptid: str, dx: str, visit: int) -> float:
     """The atrophy drawn at a participant's visit: the participant's own where set, else the diagnosis's."""
     own = OWN_ATROPHY.get(ptid)
     return own[visit] if own else ATROPHY[dx]
+
+
 # ADNIMERGE column, phantom target, what the typical participant's normal head reads (ADNI's magnitudes, mm3)
 ADNI_VOLUMES = [("Hippocampus", "hippocampus", 7400), ("Ventricles", "lateral_ventricles", 22000),
                 ("WholeBrain", "brain", 1050000)]

@@ -152,18 +152,21 @@ class Engine:
             compiled = self._compiled[text] = self.env.from_string(text)
         return " ".join(compiled.render(**facts).split())
 
-    def distractor_pool(self, spec: Distractors, facts: dict[str, Any], answer: str) -> list[str]:
+    def distractor_pool(self, spec: Distractors, facts: dict[str, Any], answer: str) -> tuple[list[str], int]:
+        """The wrong options an item may offer, and how many of them lead the list from the case's own
+        differential (those are shuffled apart from the table's, and offered first)."""
         kb = self.knowledge
         # a quoted key is literal ("'Glioblastoma'"); otherwise it names a fact
         if spec.key and spec.key.startswith("'"):
             key = spec.key.strip("'")
         else:
             key = lookup(facts, spec.key) if spec.key else None
+        own: list[str] = []
         if spec.table == "case_differential_then_differentials":
-            pool = list(facts.get("differential", [])) + list(keyed(kb.get("differentials", {}), key) or [])
+            own, pool = list(facts.get("differential", [])), list(keyed(kb.get("differentials", {}), key) or [])
             # a diagnosis the image shown cannot tell from the key is a second right answer, not a wrong option
             alike = {d.casefold() for d in keyed(kb.get("image_alike", {}), key) or []}
-            pool = [p for p in pool if p.casefold() not in alike]
+            own, pool = ([p for p in ps if p.casefold() not in alike] for ps in (own, pool))
         elif spec.table == "differential_next_steps":
             pool = differential_next_steps(kb, key, facts.get("differential") or [], answer, self.params.n_options - 1)
         else:
@@ -171,12 +174,14 @@ class Engine:
             # a list is the pool itself; a mapping is keyed by a fact (the answer, if listed, is dropped below)
             pool = list(table) if isinstance(table, list) else list(keyed(table, key) or [])
         seen = {answer.lower()}
-        out = []
-        for p in pool:
-            if p.lower() not in seen:
-                seen.add(p.lower())
-                out.append(p)
-        return out
+        out: list[str] = []
+        for part in (own, pool):
+            first = len(out)  # where the table's part starts: the number from the case's own differential
+            for p in part:
+                if p.lower() not in seen:
+                    seen.add(p.lower())
+                    out.append(p)
+        return out, first
 
     def generate(self, case: Case) -> tuple[list[Item], dict[str, int]]:
         """The items of one case: per template, from the first fact set (visit, or registered pair) that has what
@@ -227,14 +232,9 @@ class Engine:
         seed = int(content_hash([self.params.seed, case.case_id, t.id, t.version], 8), 16)
         options: list[str] = []
         if t.format == ItemFormat.mcq and t.distractors is not None:
-            pool = self.distractor_pool(t.distractors, facts, answer)
             # a case's own differential comes first: its author weighed those against this history, so they fit
             # it as well as the key does and only the image tells them apart; the table's fill what is left
-            first = 0
-            if t.distractors.table == "case_differential_then_differentials":
-                own = {d.casefold() for d in facts.get("differential") or []}
-                while first < len(pool) and pool[first].casefold() in own:
-                    first += 1
+            pool, first = self.distractor_pool(t.distractors, facts, answer)
             rng = random.Random(seed)
             head, tail = pool[:first], pool[first:]
             rng.shuffle(head)

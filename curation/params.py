@@ -74,6 +74,9 @@ class NormalizeParams(Section):
     )
     slice_fractions: list[float] = Field(default_factory=lambda: [0.5])
     key_slices: bool = True  # renders placed on their targets (anatomy by template registration, the lesion)
+    # a visit's other sequences take the hippocampus and ventricle positions of its T1w through a rigid registration
+    # (the template is a T1w; their own fit lands some mm off); with register_to_t1 they are resampled onto it instead
+    targets_from_t1: bool = True
     montage: bool = True
     targets: list[Literal["hippocampus", "lateral_ventricles", "lesion", "brain"]] = Field(
         default_factory=lambda: ["hippocampus", "lateral_ventricles", "lesion", "brain"]

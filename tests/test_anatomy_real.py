@@ -27,6 +27,8 @@ SEQUENCE = {"stroke_T1": "T1w", "stroke_T2": "T2w", "stroke_FLAIR": "FLAIR", "se
 TOLERANCE_MM = 5.0
 # a head moved as a patient can lie in a scanner: tilted 18 degrees (nodding) and 12 (turned), 150 mm off origin
 TILT = ("stroke_T1", 18.0, 12.0, (150.0, -60.0, 90.0))
+# the same patient's FLAIR as a later acquisition of the visit finds the head: it has moved since the T1w
+MOVED_FLAIR = ("stroke_FLAIR", -9.0, 7.0, (-12.0, 15.0, 20.0))
 
 
 def _reference() -> dict:
@@ -52,7 +54,8 @@ def _normalize(task: tuple[str, str, str, str]) -> dict:
                           "sequence": sequence})
     assert res.ok, (name, res.reason, res.detail)
     return {"qc": res.data["qc"], "steps": [s.model_dump() for s in res.data["steps"]], "renders": res.data["renders"],
-            "affine": nib.load(Path(out) / "volume.nii.gz").affine}
+            "affine": nib.load(Path(out) / "volume.nii.gz").affine, "nifti": str(Path(out) / "volume.nii.gz"),
+            "out": out}
 
 
 @pytest.fixture(scope="module")
@@ -67,19 +70,25 @@ def normalized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     nib.save(nib.Nifti1Image(np.asanyarray(img.dataobj), _motion(nod, turn, shift) @ img.affine), tilted)
     tasks = [(n, str(HEADS / f"{n}.nii.gz"), s, str(work / n)) for n, s in SEQUENCE.items()]
     tasks.append(("tilted", str(tilted), "T1w", str(work / "tilted")))
+    name, nod, turn, shift = MOVED_FLAIR
+    img = nib.load(HEADS / f"{name}.nii.gz")
+    moved = work / "moved_flair.nii.gz"
+    nib.save(nib.Nifti1Image(np.asanyarray(img.dataobj), _motion(nod, turn, shift) @ img.affine), moved)
+    tasks.append(("moved_flair", str(moved), "FLAIR", str(work / "moved_flair")))
     return dict(zip([t[0] for t in tasks], pmap(_normalize, tasks, workers=2), strict=True))
 
 
 def _expected(name: str) -> dict:
-    if name == "tilted":
-        ref = _reference()[TILT[0]]
-        m = _motion(*TILT[1:])
+    if name in ("tilted", "moved_flair"):
+        head, *motion = TILT if name == "tilted" else MOVED_FLAIR
+        ref = _reference()[head]
+        m = _motion(*motion)
         return {t: dict(zip("xyz", (m[:3, :3] @ [p["x"], p["y"], p["z"]] + m[:3, 3]).tolist(), strict=True))
                 for t, p in ref.items()}
     return _reference()[name]
 
 
-@pytest.mark.parametrize("name", [*SEQUENCE, "tilted"])
+@pytest.mark.parametrize("name", [*SEQUENCE, "tilted", "moved_flair"])
 def test_targets_within_5_mm_of_the_independent_reference(normalized: dict, name: str) -> None:
     qc = normalized[name]["qc"]
     assert qc["anatomy"]["fit"] == "ok", qc["anatomy"]
@@ -127,3 +136,30 @@ def test_stroke_lesion_found_and_no_lesion_invented(normalized: dict) -> None:
     assert found is not None, normalized["stroke_T2"]["qc"]["anatomy"]["not_located"]
     assert found["centre_mm"][0] < 0, found  # the infarct is in the left hemisphere (RAS: x < 0)
     assert found["volume_mm3"] >= 500
+
+
+def test_the_t1w_targets_carried_onto_the_visits_moved_flair(normalized: dict) -> None:
+    """normalize's carry step (register.carry_series) on the real patient: the FLAIR, moved since the T1w, gets the
+    T1w's hippocampus and ventricle positions through a rigid registration, rendered on the FLAIR's own grid, within
+    5 mm of the independent reference moved with it."""
+    from curation.imaging.register import CarryTask, carry_series
+
+    t1, flair = normalized["stroke_T1"], normalized["moved_flair"]
+    params = NormalizeParams.model_validate(yaml.safe_load((ROOT / "params.yaml").read_text())["normalize"])
+    res = carry_series(CarryTask(params, t1["nifti"], flair["nifti"], flair["out"], flair["out"], "stroke_T1",
+                                 "FLAIR", flair["qc"]["planes_refused_reason"], targets=t1["qc"]["targets"],
+                                 own=flair["qc"]["targets"]))
+    assert res.ok, (res.reason, res.detail)
+    placed = {t["target"]: t for t in res.data["targets"]}
+    assert sorted(placed) == ["hippocampus", "lateral_ventricles"] and not res.data["missed"]
+    ref, affine = _expected("moved_flair"), flair["affine"]
+    for target, t in placed.items():
+        truth = np.array([ref[target][k] for k in "xyz"])
+        axis = PLANE_NORMAL[t["plane"]]
+        vox = np.linalg.inv(affine) @ np.append(truth, 1.0)
+        assert abs(vox[axis] - t["slice_index"]) * float(np.linalg.norm(affine[:3, axis])) <= TOLERANCE_MM, (t, truth)
+        assert np.linalg.norm(np.asarray(t["centre_mm"]) - truth) <= 2 * TOLERANCE_MM, (t, truth)
+        assert t["located_by"] == "registered_to:stroke_T1"
+    assert {r["target"] for r in res.data["renders"]} == set(placed)
+    assert all(Path(r["path"]).is_file() for r in res.data["renders"])
+    assert res.data["step"].args["kept_own"] == []

@@ -13,7 +13,7 @@ import pytest
 
 from curation.demo import phantom
 from curation.imaging import anatomy, lesions
-from curation.imaging.targets import PLANE_NORMAL, refused_planes, sampling_mm
+from curation.imaging.targets import PLANE_NORMAL, carry_targets, refused_planes, sampling_mm
 from curation.params import NormalizeParams
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -138,6 +138,49 @@ def test_demo_target_renders_contain_their_targets(pipeline: Path, monkeypatch: 
     assert res["hits"] == res["renders"], res
     # longitudinal: ADNI (3 subjects) and OASIS-3 (2) have two visits with T1w, OASIS-1 one rescan
     assert check_demo_pairs(cases) >= 6 * 3
+    # a visit's other sequences show the hippocampus and ventricles where its T1w's fit put them (checked above
+    # against the phantom's truth), carried through the registration that the provenance records
+    for c in cases:
+        for v in c.visits:
+            t1 = next((s for s in v.series if s.sequence == "T1w" and s.qc.get("targets")), None)
+            for s in v.series:
+                if t1 is None or s.sequence == "T1w" or not s.renders:
+                    continue
+                step = next(st for st in s.provenance if st.name == "carry_targets")
+                assert step.args["reference"] == t1.series_id and step.args["carried"], step
+                assert {r.located_by for r in s.renders if r.role == "target" and r.target in step.args["carried"]} \
+                    == {f"registered_to:{t1.series_id}"}
+
+
+def test_carried_targets_follow_the_registration_onto_the_series_grid() -> None:
+    """A T1w centre moved by the within-visit transform lands in the series' slice through the moved point; a plane
+    the series cannot show gives its own plane with the reason; a point outside its field of view is not placed."""
+    t1 = [{"target": "hippocampus", "plane": "coronal", "slice_index": 100, "position_mm": -22.0,
+           "located_by": "atlas_registration", "target_fraction": 0.02, "centre_mm": [0.0, -22.0, -12.0]},
+          {"target": "lateral_ventricles", "plane": "axial", "slice_index": 140, "position_mm": 20.0,
+           "located_by": "atlas_registration", "centre_mm": [0.0, -8.0, 20.0]},
+          {"target": "lesion", "plane": "axial", "slice_index": 150, "position_mm": 30.0,
+           "located_by": "intensity_outlier:hypo", "centre_mm": [20.0, 0.0, 30.0]},
+          {"target": "brain", "plane": "montage", "slices": [1, 2], "positions_mm": [1.0, 2.0],
+           "located_by": "atlas_registration"}]
+    shift = np.eye(4)
+    shift[:3, 3] = (0.0, 7.0, -5.0)  # the series' head lies 7 mm forward and 5 mm lower
+    affine = np.diag([1.0, 1.0, 5.0, 1.0])  # a thick-slice axial series: 5 mm between slices
+    affine[:3, 3] = (-90.0, -126.0, -72.0)
+    refused = refused_planes(sampling_mm(affine), 1.5)
+    placed, missed = carry_targets(t1, shift, affine, (181, 217, 36), refused, "registered_to:t1")
+    by = {t["target"]: t for t in placed}
+    assert sorted(by) == ["hippocampus", "lateral_ventricles"] and not missed  # lesions and montages are not carried
+    hip, vent = by["hippocampus"], by["lateral_ventricles"]
+    assert hip["centre_mm"] == [0.0, -15.0, -17.0] and hip["plane"] == "axial"
+    assert hip["instead_of"]["plane"] == "coronal" and "5 mm" in hip["instead_of"]["reason"]
+    assert hip["slice_index"] == 11 and "target_fraction" not in hip  # (-17 + 72) / 5; another plane, not measured
+    assert (vent["plane"], vent["slice_index"], vent["position_mm"]) == ("axial", 17, 13.0)  # (20 - 5 + 72) / 5
+    assert vent["located_by"] == "registered_to:t1"
+    far = np.eye(4)
+    far[:3, 3] = (0.0, 0.0, 200.0)
+    placed, missed = carry_targets(t1, far, affine, (181, 217, 36), refused, "registered_to:t1")
+    assert not placed and set(missed) == {"hippocampus", "lateral_ventricles"}
 
 
 def test_plane_qc_rules() -> None:

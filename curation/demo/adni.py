@@ -26,7 +26,8 @@ ADNI_SUBJECTS = [
     ("011_S_0003", 3, "M", date(1945, 2, 27), "AD", [("Dementia", 20, 6.0), ("Dementia", 16, 9.0)], None),
 ]
 # a participant whose hippocampi do not follow the diagnosis: atrophy per visit (default: ATROPHY of the diagnosis)
-OWN_ATROPHY = {"098_S_0171": (0.6, 0.95), "022_S_0130": (0.0, 0.0), "011_S_0003": (0.7, 1.0)}
+OWN_ATROPHY = {"033_S_0511": (0.5, 0.7), "098_S_0171": (0.55, 0.8), "022_S_0130": (0.0, 0.0),
+               "011_S_0003": (0.7, 0.95)}
 ADNI_NAMES = ["FLANDERS^NED", "BOUVIER^SELMA", "VAN HOUTEN^LUANN", "KRABAPPEL^EDNA", "SZYSLAK^MOE",
               "GUMBLE^BARNEY"]
 ATROPHY = {"CN": 0.0, "MCI": 0.35, "Dementia": 0.9}

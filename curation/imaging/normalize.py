@@ -14,7 +14,7 @@ from typing import Any
 from curation.errors import InputError
 from curation.imaging import steps
 from curation.imaging.figures import FigureTask, process_figure
-from curation.imaging.register import PairTask, RegisterTask, pair_series, register_series
+from curation.imaging.register import CarryTask, PairTask, RegisterTask, carry_series, pair_series, register_series
 from curation.imaging.sitk import threads
 from curation.imaging.steps.base import VERSION, Refused, SeriesContext, SeriesTask
 from curation.jsonio import read_jsonl, write_jsonl
@@ -112,6 +112,8 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
             report.counts["series_qc_flagged"] += int(not made["qc"]["pass"])
         if params.register_to_t1:
             _register_visits(cases, series_tasks, params, workers, scheduler, report)
+        elif params.key_slices and params.targets_from_t1:
+            _carry_visits(cases, series_tasks, params, workers, scheduler, report)
         if params.longitudinal and params.key_slices:
             _pair_visits(cases, series_tasks, params, workers, scheduler, report)
         for _, s in series_tasks:
@@ -166,6 +168,51 @@ def _register_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any
         s.provenance.append(res.data["step"])
         s.qc = {**res.data["qc"], "registered_to": job.reference}
         report.counts["series_registered"] += 1
+
+
+def _carry_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], params: NormalizeParams,
+                  workers: int, scheduler: str | None, report: Report) -> None:
+    """Give the other sequences of each visit the hippocampus and ventricle positions of its T1w (the first T1w
+    series of the visit whose anatomy fit placed them), carried through a rigid registration (register.carry_series);
+    their renders there replace the ones their own fit placed."""
+    staged = {id(s): t for t, s in series_tasks}
+    jobs: list[tuple[CarryTask, Any]] = []
+    for case in cases:
+        for visit in case.visits:
+            ref = next((s for s in visit.series if s.sequence == "T1w" and s.nifti and s.qc.get("targets")), None)
+            if ref is None:
+                continue
+            for s in visit.series:
+                if s is ref or s.sequence == "T1w" or not s.nifti or not s.renders:
+                    continue
+                t, r = staged[id(s)], staged[id(ref)]
+                window = next((x.window for x in s.renders if x.window), None)
+                jobs.append((CarryTask(params, str(Path(r.out_dir) / "volume.nii.gz"),
+                                       str(Path(t.out_dir) / "volume.nii.gz"), t.out_dir, t.final_dir, ref.series_id,
+                                       s.sequence, s.qc.get("planes_refused_reason") or {},
+                                       targets=ref.qc["targets"], own=s.qc.get("targets") or [],
+                                       window=tuple(window) if window else None), s))
+    for (job, s), res in zip(jobs, pmap(carry_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
+                             strict=True):
+        if not res.ok:
+            report.counts["target_carry_failed"] += 1
+            s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "target_carry_failed"]}
+            continue
+        placed, missed = res.data["targets"], res.data["missed"]
+        carried = {t["target"] for t in placed} | set(missed)
+        new = [Render(**r) for r in res.data["renders"]]
+        kept = {Path(r.path).name for r in new}
+        for r in s.renders:  # the own fit's renders of a carried target go, unless the carried one is the same file
+            if r.role == "target" and r.target in carried and Path(r.path).name not in kept:
+                (Path(job.out_dir) / Path(r.path).name).unlink(missing_ok=True)
+        s.renders = [r for r in s.renders if not (r.role == "target" and r.target in carried)] + new
+        anatomy = dict(s.qc.get("anatomy") or {})
+        anatomy["not_located"] = {**{k: v for k, v in (anatomy.get("not_located") or {}).items()
+                                     if k not in carried}, **missed}
+        s.qc = {**s.qc, "anatomy": {**anatomy, "targets_from": job.reference},
+                "targets": [t for t in s.qc.get("targets") or [] if t.get("target") not in carried] + placed}
+        s.provenance.append(res.data["step"])
+        report.counts["series_targets_from_t1"] += 1
 
 
 def _pair_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], params: NormalizeParams,

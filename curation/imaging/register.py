@@ -1,4 +1,5 @@
-"""Registration of normalized series: a sequence onto its visit's T1w, a follow-up T1w onto the baseline's."""
+"""Registration of normalized series: a sequence onto its visit's T1w (resampled, or only its targets carried), a
+follow-up T1w onto the baseline's."""
 
 from __future__ import annotations
 
@@ -111,3 +112,49 @@ def pair_series(task: PairTask | Mapping[str, Any]) -> Outcome:
                        metric="MattesMI", final_metric=round(metric, 4), spacing_mm=PAIR_SPACING,
                        baseline_to_followup_ras=[[round(float(v), 5) for v in row] for row in ras])
     return Outcome.success(renders=renders, step=step)
+
+
+@dataclass(frozen=True)
+class CarryTask(RegisterTask):
+    """Another sequence of a visit (``moving``, left on its own grid) that takes the point targets of the visit's
+    T1w (``reference``): its ``targets``, and its own ``own`` placements and ``window``, as the normalize step made
+    them."""
+
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    own: list[dict[str, Any]] = field(default_factory=list)
+    window: tuple[float, ...] | None = None
+
+
+def carry_series(task: CarryTask | Mapping[str, Any]) -> Outcome:
+    """The visit's T1w point targets on another of its sequences: a rigid registration (Mattes MI on 2 mm copies)
+    maps each T1w centre into the series, which is rendered there on its own grid and with its own window. A carried
+    centre more than CARRY_MAX_OFFSET_MM from the series' own placement means the registration failed: the series
+    keeps its own. Returns the new target renders and placements, and which targets were carried."""
+    import nibabel as nib
+
+    from curation.imaging.targets import CARRY_MAX_OFFSET_MM, carry_targets
+
+    job = CarryTask.of(task)
+    try:
+        fixed_img, moving_img = nib.load(job.fixed), nib.load(job.moving)
+        tx, metric, _ = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), REGISTER_SPACING, resample=False)
+    except Exception as exc:
+        return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}")
+    data = np.asarray(moving_img.dataobj, dtype=np.float32)
+    to_series = ras_matrix(tx)
+    located_by = f"registered_to:{job.reference}"
+    placed, missed = carry_targets(job.targets, to_series, moving_img.affine, data.shape, job.refused, located_by)
+    own = {t["target"]: t for t in job.own if t.get("centre_mm")}
+    offsets = {t["target"]: round(float(np.linalg.norm(np.subtract(t["centre_mm"], own[t["target"]]["centre_mm"]))), 2)
+               for t in placed if t["target"] in own}
+    disagree = {k: v for k, v in offsets.items() if v > CARRY_MAX_OFFSET_MM}
+    placed = [t for t in placed if t["target"] not in disagree]
+    spacing = tuple(round(float(z), 4) for z in moving_img.header.get_zooms()[:3])
+    renders = render_volume(data, data > float(data.mean()), spacing, job.params, Path(job.out_dir),
+                            Path(job.final_dir), targets=placed, refused=job.refused, window_override=job.window,
+                            only_targets=True)
+    step = step_record("carry_targets", reference=job.reference, metric="MattesMI", final_metric=round(metric, 4),
+                       spacing_mm=REGISTER_SPACING, carried=sorted(t["target"] for t in placed),
+                       offset_from_own_mm=offsets, kept_own=sorted(disagree),
+                       reference_to_series_ras=[[round(float(v), 5) for v in row] for row in to_series])
+    return Outcome.success(renders=renders, targets=placed, missed=missed, step=step)

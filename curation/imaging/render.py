@@ -74,10 +74,11 @@ def render_volume(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], 
                   final_dir: Path, *, targets: list[dict[str, Any]] | None = None,
                   refused: dict[str, str] | None = None, window_override: tuple[float, float] | None = None,
                   role: str = "target",
-                  prefix: str = "") -> list[dict[str, Any]]:
+                  prefix: str = "", only_targets: bool = False) -> list[dict[str, Any]]:
     """The PNG renders of a normalized volume (mid planes, target slices, montages); deterministic byte for byte.
-    Planes in ``refused`` (acquisition QC) are not rendered. With ``prefix`` only the targets are rendered (the
-    follow-up of a longitudinal pair, at the baseline's slices and window)."""
+    Planes in ``refused`` (acquisition QC) are not rendered. With ``prefix`` or ``only_targets`` only the targets are
+    rendered (the follow-up of a longitudinal pair, at the baseline's slices and window; targets carried from the
+    visit's T1w)."""
     refused = refused or {}
     if window_override is not None:
         wlo, whi = window_override
@@ -85,7 +86,7 @@ def render_volume(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], 
         wlo, whi = (float(v) for v in np.percentile(data[fg] if fg.any() else data, list(WINDOW_PERCENTILES)))
     win = [round(wlo, 6), round(whi, 6)]
     renders: list[dict[str, Any]] = []
-    if not prefix:
+    if not (prefix or only_targets):
         for plane in p.planes:
             if plane in refused:
                 continue

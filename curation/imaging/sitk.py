@@ -147,9 +147,10 @@ def register_affine(fixed: Any, moving: Any, moving_mask: Any | None = None) -> 
         return tx, metric
 
 
-def register_rigid(fixed: Any, moving: Any, spacing: float) -> tuple[Any, float, Any]:
+def register_rigid(fixed: Any, moving: Any, spacing: float, *, resample: bool = True) -> tuple[Any, float, Any]:
     """Rigid transform (fixed points -> moving points; on copies at ``spacing`` mm, shrink 2, 1), its final metric,
-    and ``moving`` resampled onto ``fixed`` (linear, float32). Two scans of one head: no scaling or shear."""
+    and ``moving`` resampled onto ``fixed`` (linear, float32; None without ``resample``). Two scans of one head: no
+    scaling or shear."""
     import SimpleITK as sitk
 
     with threads(1):
@@ -160,7 +161,7 @@ def register_rigid(fixed: Any, moving: Any, spacing: float) -> tuple[Any, float,
         reg.SetInitialTransform(init, inPlace=False)
         tx = reg.Execute(cf, cm)
         metric = float(reg.GetMetricValue())
-        out = sitk.Resample(moving, fixed, tx, sitk.sitkLinear, 0.0, sitk.sitkFloat32)
+        out = sitk.Resample(moving, fixed, tx, sitk.sitkLinear, 0.0, sitk.sitkFloat32) if resample else None
     return tx, metric, out
 
 

@@ -87,6 +87,45 @@ def shown_plane(plane: str, refused: dict[str, str]) -> str | None:
     return next((q for q in ("axial", "coronal", "sagittal") if q not in refused), None)
 
 
+CARRIED = ("hippocampus", "lateral_ventricles")  # point targets a visit's T1w places for its other sequences
+CARRY_MAX_OFFSET_MM = 20.0  # a carried target this far from the series' own placement means a failed registration
+
+
+def carry_targets(reference_targets: list[dict[str, Any]], to_series: np.ndarray, affine: np.ndarray,
+                  shape: tuple[int, ...], refused: dict[str, str],
+                  located_by: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The point targets of the visit's T1w placed on another sequence of the same visit: each centre mapped by
+    ``to_series`` (the within-visit rigid registration, T1w mm -> series mm) and its slice taken on the series' own
+    grid, in the plane its acquisition can show. The template is a T1w and fits a T1w best; a FLAIR's or T2w's own
+    fit lands some mm off on an atrophic or posed head. Returns (placed, not placed: reason)."""
+    placed: list[dict[str, Any]] = []
+    missed: dict[str, str] = {}
+    for t in reference_targets:
+        name = t.get("target")
+        if name not in CARRIED or not t.get("centre_mm"):
+            continue
+        wanted = (t.get("instead_of") or {}).get("plane") or t["plane"]
+        plane = shown_plane(wanted, refused)
+        if plane is None:
+            missed[name] = f"no plane of this acquisition can show it ({refused[wanted]})"
+            continue
+        axis = PLANE_NORMAL[plane]
+        centre = (to_series @ np.append(np.asarray(t["centre_mm"], dtype=np.float64), 1.0))[:3]
+        idx = slice_index(affine, shape, axis, centre)
+        if idx is None:
+            missed[name] = "the landmark lies outside the volume's field of view"
+            continue
+        out = {"target": name, "plane": plane, "slice_index": idx,
+               "position_mm": slice_position(affine, shape, axis, idx, centre), "located_by": located_by,
+               "centre_mm": [round(float(v), 2) for v in centre]}
+        if plane != wanted:
+            out["instead_of"] = {"plane": wanted, "reason": refused[wanted]}
+        elif "target_fraction" in t:  # area over brain area in the same plane through the same anatomy
+            out["target_fraction"] = t["target_fraction"]
+        placed.append(out)
+    return placed, missed
+
+
 def _small(data: np.ndarray, affine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The volume decimated to about LESION_GRID_MM, with its own affine (the grid tissue maps are checked on)."""
     step = max(1, int(round(LESION_GRID_MM / float(np.sqrt((affine[:3, 0] ** 2).sum())))))

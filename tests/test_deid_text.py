@@ -78,6 +78,11 @@ CATEGORIES = {
     "doctor_and_any_word": (
         "Case reviewed with Dr. Bishop and dr. Temple; dr foley paged. dr will see pt after rounds.",
         ["Bishop", "Temple", "foley"], ["Case reviewed", "paged", "dr will see pt after rounds"]),
+    "street_addresses_with_uk_and_us_suffixes": (
+        "Lives alone at 48 Powell Estate, Leeds; son nearby at 317 Hawthorn Close. Discharged to 1260 Victoria "
+        "Crescent care home. Walked 2 blocks with frame.",
+        ["48 Powell Estate", "Leeds", "317 Hawthorn Close", "1260 Victoria Crescent"],
+        ["Lives alone", "Walked 2 blocks with frame", "care home"]),
     "first_names_in_any_case": (
         "Granddaughter DEBORAH and her friend priscilla visited; phoned Gwendolyn re transport. Pain controlled.",
         ["DEBORAH", "priscilla", "Gwendolyn"], ["Granddaughter", "friend", "visited", "transport", "Pain controlled"]),

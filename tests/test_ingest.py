@@ -31,8 +31,8 @@ def test_adni_tree(demo_raw: Path, tmp_path: Path) -> None:
     assert by_dx == {"cognitively normal", "mild cognitive impairment", "Alzheimer's disease dementia"}
     case = next(c for c in cases if len(c.visits) == 2 and c.visits[1].diagnosis == "Alzheimer's disease dementia"
                 and c.visits[0].diagnosis == "mild cognitive impairment")
-    assert [v.visit_id for v in case.visits] == ["bl", "m12"]
-    assert case.visits[1].days_from_baseline == 365
+    assert [v.visit_id for v in case.visits] == ["bl", "m24"]
+    assert case.visits[1].days_from_baseline == 731
     assert {s.sequence for s in case.visits[0].series} == {"T1w", "FLAIR"}
     assert all(len(s.files) == SLICES for s in case.all_series())
     # participant ids stay in the private map only

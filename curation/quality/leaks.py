@@ -103,7 +103,9 @@ def expand_patterns(data: Any) -> Any:
 
         return PATTERN_REF.sub(one, text) if isinstance(text, str) else text
 
-    rules = list(data["rules"]) if isinstance(data.get("rules"), list) else data.get("rules")
+    rules: Any = data.get("rules")
+    if isinstance(rules, list):  # anything else is left for the rules' validation to name
+        rules = list(rules)
     for n, rule in enumerate(rules if isinstance(rules, list) else []):
         if isinstance(rule, dict):
             where = f"rules.{n} ({rule.get('id')})"

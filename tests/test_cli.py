@@ -82,7 +82,7 @@ def test_stage_commands_share_their_options() -> None:
 
 def test_render_reads_the_contrast_from_a_bids_like_file_name() -> None:
     """`curate imaging render` without --sequence: the file name's suffix picks the registration template."""
-    from curation.cli.imaging import sequence_from_name
+    from curation.ingest.sequences import sequence_from_name
 
     named = {"sub-01_ses-1_T1w.nii.gz": "T1w", "sub-01_PDw.nii.gz": "PD", "head_PD.nii.gz": "PD",
              "subject_t2w.nii": "T2w", "sub-01_FLAIR.nii.gz": "FLAIR", "sub-01_dwi.nii.gz": "DWI",

@@ -184,6 +184,27 @@ def test_a_knowledge_entry_that_is_not_text_is_a_one_line_error(tmp_path) -> Non
     _check_lists_of_text({"next_steps": {"Some disease": ["Do this first"]}}, tmp_path / "neurology.yaml")
 
 
+def test_image_alike_lists_a_diagnosis_once_and_its_other_names_count_as_it(tmp_path: Path) -> None:
+    """A diagnosis the image cannot tell from the key is no wrong option under any of its names (diagnosis_aliases),
+    and the table lists it once: another name of it there is a one-line error."""
+    from curation.generate.engine import Distractors
+
+    params = setup(tmp_path)
+    engine = Engine(params)
+    engine.knowledge |= {"differentials": {"Disease A": ["Disease B variant", "Disease C", "disease b"]},
+                         "image_alike": {"Disease A": ["Disease B"]},
+                         "diagnosis_aliases": {"Disease B variant": "Disease B"}}
+    spec = Distractors(table="case_differential_then_differentials", key="dx")
+    facts = {"dx": "Disease A", "differential": ["Disease B Variant", "Disease D"]}
+    assert engine.distractor_pool(spec, facts, "Disease A") == (["Disease D", "Disease C"], 1)
+    kb = yaml.safe_load((tmp_path / "kb.yaml").read_text())
+    kb["image_alike"]["Glioblastoma"].append("Haemorrhagic metastasis")
+    (tmp_path / "kb.yaml").write_text(yaml.safe_dump(kb))
+    with pytest.raises(ParamsError, match=r"image_alike.Glioblastoma: 'Haemorrhagic metastasis' is another name of "
+                                          r"'Cerebral metastases' \(diagnosis_aliases\)"):
+        Engine(params)
+
+
 def test_next_step_options_are_the_first_steps_of_the_differential() -> None:
     """Each wrong option is what a differential diagnosis would call for, so the history alone does not pick the key
     (a table written here, not the project's)."""

@@ -224,3 +224,25 @@ def test_records_point_into_the_raw_folder_and_its_state_tracks_every_file(tmp_p
     os.chdir(elsewhere)  # the raw folder is now outside the project folder: refused with its reason, not half-read
     with pytest.raises(InputError, match="copy_files is false"):
         ingest(p, "oasis1", raw, elsewhere / "c", secret=SECRET)
+
+
+def test_one_sequence_table_for_bids_suffixes_and_file_name_shorthands(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """OASIS-3's ingest reads a BIDS suffix as written; `curate imaging render` reads it and the shorthands ignoring
+    case; an ending listed twice (ignoring case) is a one-line error naming the table."""
+    from curation.errors import ParamsError
+    from curation.ingest import sequences
+
+    assert [sequences.sequence_of_suffix(s) for s in ("T1w", "t1w", "swi", "T2star", "PDw")] == \
+        ["T1w", None, "SWI", "SWI", None]
+    assert [sequences.sequence_from_name(Path(n)) for n in ("a_t2STAR.nii", "a_mprage.nii.gz", "a_PDw.hdr")] == \
+        ["SWI", "T1w", "PD"]
+    table = tmp_path / "sequences.yaml"
+    table.write_text("bids: {T1w: T1w}\nshorthands: {t1W: T1w}\n")
+    monkeypatch.setattr(sequences, "TABLE", table)
+    sequences.sequence_names.cache_clear()
+    try:
+        with pytest.raises(ParamsError, match="t1W: listed twice"):
+            sequences.sequence_names()
+    finally:
+        sequences.sequence_names.cache_clear()

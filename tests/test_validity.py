@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from curation.errors import VerificationError
+from curation.errors import InputError, VerificationError
 from curation.jsonio import read_jsonl
 from curation.params import FilterParams, LlmParams, ModelSpec, ReleaseParams, ValidityParams
 from curation.quality.blind import measure_blind
@@ -283,6 +283,29 @@ def test_fixed_mapping_leaks(context, question, options, key, task, expected):
     it = item("m", 0, question, options, key, context=context)
     it.task_type = task
     assert mapping_leaks(it, load_rules()) == expected
+
+
+def test_named_patterns_are_expanded_on_load(tmp_path: Path) -> None:
+    """`(?&name)` in a rule stands for the file's `patterns[name]`; a reference or name that does not fit is a
+    one-line error naming the rules file."""
+    rules = tmp_path / "rules.yaml"
+    rule = {"id": "young_seizure", "cue": "(?s)^(?=.*(?&young))(?=.*seizure)", "answer": "glioma"}
+    rules.write_text(json.dumps({"patterns": {"young": r"\b[23]\d-year-old\b"}, "rules": [rule]}))
+    (loaded,) = load_rules(rules)
+    assert loaded.cue.pattern == r"(?s)^(?=.*(?:\b[23]\d-year-old\b))(?=.*seizure)"
+    it = item("y", 0, "Diagnosis?", ["low-grade glioma", "abscess"], 0, context="A 24-year-old had a seizure.")
+    assert mapping_leaks(it, [loaded]) == ["answer_leak_mapping:young_seizure"]
+    for patterns, cue, error in [
+        ({"young": "[23]\\d"}, "(?&old)", "rules.0 (young_seizure).cue: no pattern named 'old' (patterns has young)"),
+        ({}, "(?&young)", "no pattern named 'young' (patterns has none)"),
+        ({"young": "[23]\\d", "old": "[89]\\d"}, "(?&young)", "patterns: old used by no rule"),
+        ({"young": "(?&old)"}, "(?&young)", "patterns.young: must be one pattern, naming no other"),
+        ({"young": "[23"}, "(?&young)", "patterns.young: not a valid pattern"),
+        ({"Young": "x"}, "(?&Young)", "patterns: name 'Young' is not [a-z0-9_]+"),
+    ]:
+        rules.write_text(json.dumps({"patterns": patterns, "rules": [{**rule, "cue": cue}]}))
+        with pytest.raises(InputError, match=re.escape(error)):
+            load_rules(rules)
 
 
 def test_sibling_answer_leaks_dialogues_included():

@@ -47,17 +47,6 @@ def imaging_convert(
     typer.echo(f"{out}: shape {tuple(img.shape)}, orientation {info['orientation']}")
 
 
-# file-name suffixes that name a contrast (BIDS: sub-01_T1w.nii.gz; and the usual shorthands), lower case
-SEQUENCE_SUFFIXES = {"t1w": "T1w", "t1": "T1w", "mprage": "T1w", "t2w": "T2w", "t2": "T2w", "flair": "FLAIR",
-                     "pdw": "PD", "pd": "PD", "dwi": "DWI", "swi": "SWI", "t2star": "SWI"}
-
-
-def sequence_from_name(path: Path) -> str | None:
-    """The contrast a volume's file name states in its last ``_`` part (``sub-01_T1w.nii.gz`` -> T1w), or None."""
-    stem = path.name.removesuffix(".gz").rsplit(".", 1)[0]
-    return SEQUENCE_SUFFIXES.get(stem.rsplit("_", 1)[-1].lower()) if "_" in stem else None
-
-
 @app.command("render")
 @clean_errors
 def imaging_render(
@@ -71,6 +60,7 @@ def imaging_render(
     contrast is read from the file name's suffix (BIDS ``_T1w``, ``_T2w``, ``_FLAIR``, ``_PDw``, ...) when it has one;
     otherwise the T1 template is registered (mutual information copes, less well)."""
     from curation.imaging.normalize import process_series
+    from curation.ingest.sequences import sequence_from_name
     from curation.jsonio import write_json
     from curation.report import Outcome
 

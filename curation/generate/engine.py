@@ -101,6 +101,29 @@ def _check_lists_of_text(knowledge: Any, path: str | Path) -> None:
                                   f"got {bad[0]!r}", path)
 
 
+# the knowledge tables that list diagnoses by their own names (``diagnosis_aliases`` maps a differential's other
+# names to them), per key
+DIAGNOSIS_TABLES = ("shared_next_step", "image_alike")
+
+
+def _check_named_once(knowledge: dict[str, Any], path: str | Path) -> None:
+    """A table of diagnoses lists each once, by its own name: a name ``diagnosis_aliases`` maps to another is read as
+    that one wherever a differential is matched, so listing it too is a twin that can drift."""
+    aliases = knowledge.get("diagnosis_aliases") or {}
+    for table in DIAGNOSIS_TABLES:
+        for key, entries in (knowledge.get(table) or {}).items():
+            for entry in entries:
+                if (name := keyed(aliases, entry)) is not None:
+                    raise ParamsError(f"{table}.{key}: {entry!r} is another name of {name!r} (diagnosis_aliases); "
+                                      f"list the diagnosis once, by its own name", path)
+
+
+def diagnosis_name(kb: dict[str, Any], name: str) -> str:
+    """The diagnosis a differential's name stands for: itself, or the entry ``diagnosis_aliases`` maps it to
+    ("Cerebral metastasis" -> "Cerebral metastases")."""
+    return keyed(kb.get("diagnosis_aliases", {}), name) or name
+
+
 def differential_next_steps(kb: dict[str, Any], dx: str | None, case_differential: list[str], answer: str,
                             need: int) -> list[str]:
     """Wrong options for a next step that fit the same history: the right first step for each diagnosis the case is
@@ -108,11 +131,11 @@ def differential_next_steps(kb: dict[str, Any], dx: str | None, case_differentia
     diagnosis, decides the step; the table's own wrong steps for ``dx`` only where fewer than ``need`` differentials
     have one. A name in ``diagnosis_aliases`` is looked up as the diagnosis it names ("Cerebral metastasis"); a
     diagnosis in ``shared_next_step`` of ``dx`` (its first step is right for ``dx`` too) gives no option."""
-    steps, aliases = kb.get("next_steps", {}), kb.get("diagnosis_aliases", {})
+    steps = kb.get("next_steps", {})
     shared = {d.casefold() for d in keyed(kb.get("shared_next_step", {}), dx) or []}
     pool: list[str] = []
     for other in [*case_differential, *(keyed(kb.get("differentials", {}), dx) or [])]:
-        name = keyed(aliases, other) or other
+        name = diagnosis_name(kb, other)
         if name.casefold() in shared:
             continue
         first = keyed(steps, name)
@@ -143,6 +166,7 @@ class Engine:
         except (OSError, yaml.YAMLError) as exc:
             raise ParamsError(f"cannot read knowledge table ({exc.__class__.__name__})", params.knowledge) from None
         _check_lists_of_text(self.knowledge, params.knowledge)
+        _check_named_once(self.knowledge, params.knowledge)
         self._compiled: dict[str, jinja2.Template] = {}
         self.env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
 
@@ -166,7 +190,7 @@ class Engine:
             own, pool = list(facts.get("differential", [])), list(keyed(kb.get("differentials", {}), key) or [])
             # a diagnosis the image shown cannot tell from the key is a second right answer, not a wrong option
             alike = {d.casefold() for d in keyed(kb.get("image_alike", {}), key) or []}
-            own, pool = ([p for p in ps if p.casefold() not in alike] for ps in (own, pool))
+            own, pool = ([p for p in ps if diagnosis_name(kb, p).casefold() not in alike] for ps in (own, pool))
         elif spec.table == "differential_next_steps":
             pool = differential_next_steps(kb, key, facts.get("differential") or [], answer, self.params.n_options - 1)
         else:

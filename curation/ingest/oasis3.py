@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.ingest.base import IngestContext, path_digest, read_csv_rows, to_float
+from curation.ingest.sequences import sequence_of_suffix
 from curation.ingest.volumes import volumes_by_session
 from curation.report import Outcome
 from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
@@ -94,7 +95,7 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], demo: dict[str,
                     files.append(ctx.store(sidecar_path, case_id, f"{rel_dir.as_posix()}/{sidecar_path.name}"))
             visit.series.append(Series(
                 series_id=f"{visit.visit_id}-{rel_dir.parts[-1]}-{suffix}", format="nifti",
-                sequence=spec["sequences"].get(suffix), description=suffix, files=files,
+                sequence=sequence_of_suffix(suffix), description=suffix, files=files,
                 shape=tuple(info["shape"][:3]), sidecar=sidecar,
             ))
         visits.append(visit)

@@ -68,6 +68,57 @@ class CompiledRule:
         return next((p for lo, hi, p in self.bands if lo <= v <= hi), None)
 
 
+PATTERN_NAME = re.compile(r"^[a-z0-9_]+$")
+PATTERN_REF = re.compile(r"\(\?&([^)]*)\)")  # `(?&name)`: PCRE's call of a named pattern, which `re` does not have
+
+
+def expand_patterns(data: Any) -> Any:
+    """The rules file with each ``(?&name)`` in a rule's patterns replaced by ``(?:<patterns[name]>)`` and the
+    ``patterns`` map taken out: one sub-pattern written once, however many rules use it. A name that is not
+    ``[a-z0-9_]+``, a pattern that does not compile or names another, a reference to no pattern and a pattern no rule
+    uses are errors (``ValueError``, saying where)."""
+    if not isinstance(data, dict):
+        return data
+    named = data.get("patterns", {})
+    if not isinstance(named, dict):
+        raise ValueError("patterns: must map names to patterns")
+    for name, pattern in named.items():
+        if not isinstance(name, str) or not PATTERN_NAME.match(name):
+            raise ValueError(f"patterns: name {name!r} is not [a-z0-9_]+")
+        if not isinstance(pattern, str) or PATTERN_REF.search(pattern):
+            raise ValueError(f"patterns.{name}: must be one pattern, naming no other")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"patterns.{name}: not a valid pattern ({exc})") from None
+    used: set[str] = set()
+
+    def expand(text: Any, where: str) -> Any:
+        def one(m: re.Match[str]) -> str:
+            if m.group(1) not in named:
+                raise ValueError(f"{where}: no pattern named {m.group(1)!r} (patterns has "
+                                 f"{', '.join(named) or 'none'})")
+            used.add(m.group(1))
+            return f"(?:{named[m.group(1)]})"
+
+        return PATTERN_REF.sub(one, text) if isinstance(text, str) else text
+
+    rules: Any = data.get("rules")
+    if isinstance(rules, list):  # anything else is left for the rules' validation to name
+        rules = list(rules)
+    for n, rule in enumerate(rules if isinstance(rules, list) else []):
+        if isinstance(rule, dict):
+            where = f"rules.{n} ({rule.get('id')})"
+            rule = {**rule, **{k: expand(rule[k], f"{where}.{k}") for k in ("cue", "answer") if k in rule}}
+            if isinstance(rule.get("answers"), list):
+                rule["answers"] = [{**b, "answer": expand(b.get("answer"), f"{where}.answers.{i}.answer")}
+                                   if isinstance(b, dict) else b for i, b in enumerate(rule["answers"])]
+            rules[n] = rule
+    if unused := [name for name in named if name not in used]:
+        raise ValueError(f"patterns: {', '.join(unused)} used by no rule")
+    return {k: v for k, v in data.items() if k != "patterns"} | ({"rules": rules} if "rules" in data else {})
+
+
 def load_rules(path: str | Path | None = None) -> list[CompiledRule]:
     import yaml
 
@@ -75,8 +126,16 @@ def load_rules(path: str | Path | None = None) -> list[CompiledRule]:
     if not path.is_file():
         raise InputError("leak rules file not found", path)
     try:
-        parsed = _Rules.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
-    except (yaml.YAMLError, re.error) as exc:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid ({exc.__class__.__name__})", path) from None
+    try:
+        data = expand_patterns(data)
+    except ValueError as exc:
+        raise InputError(str(exc), path) from None
+    try:
+        parsed = _Rules.model_validate(data)
+    except re.error as exc:
         raise InputError(f"not valid ({exc.__class__.__name__})", path) from None
     except ValidationError as exc:
         raise InputError(validation_message(exc), path) from None

@@ -81,3 +81,22 @@ def test_site_rules_flag_only_what_the_history_localises() -> None:
 ])
 def test_presentation_rules_on_worded_cases(context: str, options: list[str], task: str, fires: bool) -> None:
     assert bool(flags(task, context, options)) is fires
+
+
+@pytest.mark.parametrize("history,fires", [
+    # review R1 (issue 29): sudden aphasia in a right-handed woman gives the consult's diagnosis turn away
+    ("A 58-year-old right-handed woman had sudden difficulty finding words three hours ago.", True),
+    # a history that fits several diagnoses leaves the decision to the image
+    ("A 66-year-old man was found confused at home by his neighbour.", False),
+])
+def test_a_consult_whose_revealed_history_gives_its_diagnosis_is_flagged(history: str, fires: bool) -> None:
+    from curation.schema import ItemFormat, Turn
+
+    it = item(0, options=[], key=0, context="", task_type="multi_turn_dialogue", format=ItemFormat.multi_turn,
+              question="What is the principal abnormality on this image, and where is it?",
+              answer="restricted diffusion in the left frontal operculum; Acute ischaemic stroke",
+              turns=[Turn(role="clinician", text=f"The history: {history} In the light of the image and this "
+                                                  "history, what is the most likely diagnosis?")],
+              write_image=False)
+    fired = [r for r in mapping_leaks(it, load_rules()) if r.split(":")[1].startswith(PRESENTATION_RULES)]
+    assert bool(fired) is fires, fired

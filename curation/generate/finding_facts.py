@@ -17,10 +17,10 @@ def figure_facts(f: dict[str, Any], case: Case) -> None:
         return
     labels = {x.label for x in case.findings if x.category == "finding" and not x.negated}
     # the figure whose caption names a finding, else the middle one (series are listed in order)
-    named = [fig for fig in figs if any(lbl in fig.caption.lower() for lbl in labels)]
-    if named:  # of the first study that names one: a second series of the same lesion is not the key figure
-        named = [fig for fig in named if fig.caption == named[0].caption]
-    fig = (named or figs)[len(named or figs) // 2]
+    named = [fig for fig in figs if any(lbl in fig.caption.lower() for lbl in labels)] or figs
+    # of the first study (caption) among them: a second series of the same lesion is not the key figure
+    named = [fig for fig in named if fig.caption == named[0].caption]
+    fig = named[len(named) // 2]
     ev = _figure_evidence(fig)
     f["image"] = {"figure": ev, "lesion": ev}
     f["figure_id"] = fig.figure_id

@@ -260,8 +260,8 @@ RADIOPAEDIA = [
         "discussion": "A small deep infarct in the pons with weakness and dysarthria in a hypertensive patient is a lacunar stroke from disease of a perforating artery.",
         "differential": ["Multiple sclerosis", "Intracerebral haemorrhage", "Focal seizure"],
         "sequence": "DWI", "lesion": Lesion.at_mm(5, -26, -32, 3.5), "atrophy": 0.2,
-        "also": {"sequence": "T1w",
-                 "findings": "The small lacunar infarct in the right pons is hypointense on T1-weighted images."},
+        "also": {"sequence": "FLAIR",
+                 "findings": "The small lacunar infarct in the right pons is hyperintense on FLAIR."},
     },
     # tumours, an abscess, a haemorrhage and a cavernoma at other sites, sides and ages than those above
     {
@@ -274,8 +274,8 @@ RADIOPAEDIA = [
         "differential": ["Acute ischaemic stroke", "Cerebral metastasis", "Haemangioblastoma"],
         "sequence": "DWI", "lesion": Lesion.at_mm(-26, -60, -32, 9.0), "atrophy": 0.0,
         "pathology": Pathology(oedema_mm=7.0, mass_effect_mm=3.0),
-        "also": {"sequence": "T1w",
-                 "findings": "The abscess in the left cerebellar hemisphere is hypointense on T1-weighted images."},
+        "also": {"sequence": "T2w",
+                 "findings": "The abscess in the left cerebellar hemisphere is hyperintense on T2-weighted images, with surrounding oedema."},
     },
     {
         "slug": "primary-cns-lymphoma-demo-23", "title": "Primary CNS lymphoma", "diagnosis": "Primary CNS lymphoma",
@@ -313,8 +313,8 @@ RADIOPAEDIA = [
         "differential": ["Acute ischaemic stroke", "Haemorrhagic metastasis", "Cavernous malformation"],
         "sequence": "SWI", "lesion": Lesion.at_mm(24, 4, 2, 9.0), "atrophy": 0.15,
         "pathology": Pathology(oedema_mm=3.0),
-        "also": {"sequence": "T1w",
-                 "findings": "The hyperacute haematoma in the right basal ganglia is hypointense on T1-weighted images."},
+        "also": {"sequence": "DWI",
+                 "findings": "The hyperacute haematoma in the right basal ganglia is hyperintense on DWI."},
     },
     {
         "slug": "low-grade-glioma-demo-26", "title": "Low-grade glioma", "diagnosis": "Low-grade glioma",

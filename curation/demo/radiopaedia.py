@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -14,7 +15,7 @@ from PIL import Image
 from curation.demo.phantom import SHAPE, Lesion, Pathology, axial_png_array, head
 from curation.records import write_bytes, write_text
 
-RADIOPAEDIA = [
+RADIOPAEDIA: list[dict[str, Any]] = [
     {
         "slug": "multiple-sclerosis-demo-1", "title": "Multiple sclerosis", "diagnosis": "Multiple sclerosis",
         "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis probable", "age": "29 years",

@@ -274,3 +274,36 @@ def test_difficulty_counts_what_the_image_reading_asks() -> None:
     report = by_template(engine().generate(report_case(lesion_side="right", deficit_side="left"))[0])
     assert difficulty(report["lesion_laterality"]) == "easy"  # one place on one image
     assert difficulty(report["lesion_rationale"]) == "easy"  # an open answer adds nothing by itself
+
+
+def two_sequence_case(second: str | None) -> Case:
+    """A report case of a DWI study (three figures) and, unless ``second`` is None, a second study of the same lesion
+    on ``second``, each caption naming its own sequence (the lexicon's finding of category sequence)."""
+    studies = [("DWI", "Axial DWI MRI Acute infarct with restricted diffusion on DWI")]
+    if second:
+        studies.append((second, f"Axial {second} MRI The acute infarct is hyperintense on {second}."))
+    figures, findings = [], []
+    for s, (seq, caption) in enumerate(studies, 1):
+        for i in range(1, 4):
+            fid = f"s{s}-{seq}-{i:03d}"
+            figures.append(Figure(figure_id=fid, caption=caption,
+                                  renders=[Render(plane="figure", path=f"r/{fid}.png", role="figure")]))
+            findings += [Finding(text=seq, label=seq, category="sequence", source_field=f"figure:{fid}"),
+                         Finding(text="infarct", label="infarct", category="finding", anatomy="occipital lobe",
+                                 laterality="left", sequence=seq, source_field=f"figure:{fid}")]  # type: ignore[arg-type]
+    return Case(case_id="radiop-z", source=SourceName.radiopaedia, license="CC BY-NC-SA 3.0",
+                patient=Patient(age=70, sex="F"), presentation="A 70-year-old woman was found confused.",
+                figures=figures, findings=findings,
+                diagnosis=Diagnosis(primary="Acute ischaemic stroke", differential=["Focal seizure"]))
+
+
+def test_a_second_sequence_of_a_reports_lesion_makes_a_sequence_item() -> None:
+    """The lesion items show the middle figure of the first study; the sequence item asks the other study's sequence
+    (the first is told in the siblings' context), on its middle figure; one sequence alone asks nothing."""
+    items = by_template(engine().generate(two_sequence_case("FLAIR"))[0])
+    seq = items["sequence_identification"]
+    assert seq.answer == "FLAIR" and seq.images == ["r/s2-FLAIR-002.png"]
+    assert set(seq.options) == set(KB["sequences"])
+    assert items["lesion_recognition"].images == ["r/s1-DWI-002.png"]
+    assert items["case_most_likely_diagnosis"].context.endswith("The sequence shown is DWI.")
+    assert "sequence_identification" not in by_template(engine().generate(two_sequence_case(None))[0])

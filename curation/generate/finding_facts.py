@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from curation.generate.values import keyed
-from curation.schema import Case, Evidence, Finding
+from curation.schema import Case, Evidence, Figure, Finding
 
 
 def figure_facts(f: dict[str, Any], case: Case) -> None:
@@ -17,11 +17,42 @@ def figure_facts(f: dict[str, Any], case: Case) -> None:
         return
     labels = {x.label for x in case.findings if x.category == "finding" and not x.negated}
     # the figure whose caption names a finding, else the middle one (series are listed in order)
-    named = [fig for fig in figs if any(lbl in fig.caption.lower() for lbl in labels)]
-    fig = (named or figs)[len(named or figs) // 2]
-    ev = Evidence(image=fig.renders[0].path, series_id=fig.figure_id, target="figure", plane="figure").model_dump()
+    named = [fig for fig in figs if any(lbl in fig.caption.lower() for lbl in labels)] or figs
+    # of the first study (caption) among them: a second series of the same lesion is not the key figure
+    named = [fig for fig in named if fig.caption == named[0].caption]
+    fig = named[len(named) // 2]
+    ev = _figure_evidence(fig)
     f["image"] = {"figure": ev, "lesion": ev}
     f["figure_id"] = fig.figure_id
+    figure_sequence_facts(f, case, figs, fig)
+
+
+def figure_sequence_facts(f: dict[str, Any], case: Case, figs: list[Figure], shown: Figure) -> None:
+    """A sequence question from a report's figures: the middle image of a series (the figures of one study
+    caption) whose caption names exactly one sequence, other than the key figure's. The key figure's sequence is told
+    in its siblings' context ("The sequence shown is DWI"), so asking it would ask what a sibling states; a report
+    with one sequence gives no question (its answer would be a constant)."""
+    series: dict[str, list[Figure]] = {}
+    for fig in figs:
+        series.setdefault(fig.caption, []).append(fig)
+    named: dict[str, str] = {}
+    for caption, members in series.items():
+        seqs = {x.label for x in case.findings
+                if x.category == "sequence" and x.source_field == f"figure:{members[0].figure_id}"}
+        if len(seqs) == 1:
+            named[caption] = seqs.pop()
+    told = named.get(shown.caption)
+    other = [c for c, seq in named.items() if c != shown.caption and seq != told]
+    if len(set(named.values())) < 2 or not other:
+        return
+    members = series[other[-1]]
+    f["image"]["sequence_known"] = _figure_evidence(members[len(members) // 2])
+    f["sequence"] = named[other[-1]]
+    f["sequence_choices"] = sorted(set(named.values()))
+
+
+def _figure_evidence(fig: Figure) -> dict[str, Any]:
+    return Evidence(image=fig.renders[0].path, series_id=fig.figure_id, target="figure", plane="figure").model_dump()
 
 
 def finding_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> None:

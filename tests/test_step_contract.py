@@ -58,7 +58,7 @@ def _llm_steps() -> list[type[LLMStep]]:
         cls = todo.pop()
         for sub in cls.__subclasses__():
             todo.append(sub)
-            if not inspect.isabstract(sub) and "name" in vars(sub):
+            if not inspect.isabstract(sub) and "name" in vars(sub) and sub.__module__.startswith("curation."):
                 found.append(sub)
     return found
 

@@ -219,20 +219,20 @@ RADIOPAEDIA: list[dict[str, Any]] = [
         "slug": "posterior-cerebral-artery-infarct-demo-18", "title": "Acute ischaemic stroke",
         "diagnosis": "Acute ischaemic stroke", "system": "Central Nervous System",
         "diagnostic_certainty": "Diagnosis certain", "age": "74 years", "gender": "Male", "author": "Demo Author R",
-        "presentation": "Mr. Albert Steptoe (MRN 6627041, 24 Oil Drum Lane, Shepherds Bush), a 74-year-old retired scrap dealer, was brought in by his son Harold on 16 February 2024 after a day of headache and confusion, in which he kept losing his way in his own flat.",
+        "presentation": "Mr. Albert Steptoe (MRN 6627041, 24 Oil Drum Lane, Shepherds Bush), a 74-year-old retired scrap dealer, was brought in by his son Harold on 16 February 2024 after a morning of headache and confusion.",
         "findings": "Acute infarct in the left occipital lobe with restricted diffusion on DWI. The infarct lies in the posterior cerebral artery territory. No haemorrhage.",
-        "discussion": "A wedge of restricted diffusion in the occipital cortex is a posterior cerebral artery infarct; getting lost was a visual field defect he had not noticed.",
+        "discussion": "A wedge of restricted diffusion in the occipital cortex is a posterior cerebral artery infarct; confusion is a common way it presents, and the field defect often goes unnoticed.",
         "differential": ["Migraine with aura", "Focal seizure", "Hypoglycaemia"],
         "sequence": "DWI", "lesion": Lesion.at_mm(-12, -86, 6, 8.0), "atrophy": 0.3,
-        # susceptibility-weighted to look for haemorrhagic transformation, which it does not show: no lesion drawn
-        "also": {"sequence": "SWI", "lesion": False,
-                 "findings": "SWI shows no haemorrhage in the left occipital lobe."},
+        # (an SWI without the lesion looked like T2w on the phantom: review R2b)
+        "also": {"sequence": "FLAIR",
+                 "findings": "The acute infarct in the left occipital lobe is hyperintense on FLAIR."},
     },
     {
         "slug": "posterior-cerebral-artery-infarct-demo-19", "title": "Acute ischaemic stroke",
         "diagnosis": "Acute ischaemic stroke", "system": "Central Nervous System",
         "diagnostic_certainty": "Diagnosis certain", "age": "68 years", "gender": "Female", "author": "Demo Author S",
-        "presentation": "Ms. Sybil Fawlty (MRN 5530219, 16 Elwood Avenue, Torquay), a 68-year-old hotel manager, was seen on 4 March 2024 with two days of headache, nausea and dizziness.",
+        "presentation": "Ms. Sybil Fawlty (MRN 5530219, 16 Elwood Avenue, Torquay), a 68-year-old hotel manager, was seen on 4 March 2024 with headache, nausea and dizziness since she woke that morning.",
         "findings": "Acute infarct in the right occipital lobe with restricted diffusion on DWI. The infarct lies in the posterior cerebral artery territory. No haemorrhage.",
         "discussion": "Restricted diffusion in the inferior occipital cortex is a posterior cerebral artery infarct; CT angiography showed an occluded distal posterior cerebral artery.",
         "differential": ["Migraine with aura", "Focal seizure", "Intracerebral haemorrhage"],
@@ -296,11 +296,13 @@ RADIOPAEDIA: list[dict[str, Any]] = [
         "system": "Central Nervous System", "diagnostic_certainty": "Diagnosis probable", "age": "57 years",
         "gender": "Male", "author": "Demo Author X",
         "presentation": "Mr. Gil Grissom (MRN 6604219, 19 Desert Palm Street, Las Vegas), a 57-year-old laboratory manager, reported two weeks of headaches and left arm weakness on 3 June 2024.",
-        "findings": "Multiple round masses at the grey-white junction of both cerebral hemispheres, the largest in the right frontal lobe, each with surrounding vasogenic oedema.",
+        "findings": "Multiple round masses at the grey-white junction of the right cerebral hemisphere, the largest in the right frontal lobe, each with surrounding vasogenic oedema.",
         "discussion": "Several round haemorrhagic lesions at the grey-white junction in a patient once treated for a melanoma of the back are haemorrhagic metastases.",
         "differential": ["Glioblastoma", "Acute ischaemic stroke", "Cerebral abscess"],
-        "sequence": "FLAIR", "lesion": Lesion.at_mm(30, -14, 44, 7.0), "atrophy": 0.1,
-        "pathology": Pathology(more=(Lesion.at_mm(-34, 20, 42, 5.0), Lesion.at_mm(-26, -56, 46, 4.5)),
+        # all in one hemisphere, the largest well in front of the central sulcus (review R2a: two on the other side
+        # made "bilateral" as right as the key; the largest at the frontoparietal midpoint, its lobe undecidable)
+        "sequence": "FLAIR", "lesion": Lesion.at_mm(30, 24, 44, 7.0), "atrophy": 0.1,
+        "pathology": Pathology(more=(Lesion.at_mm(36, -48, 44, 5.0), Lesion.at_mm(22, 50, 38, 4.5)),
                                oedema_mm=8.0),
         "also": {"sequence": "SWI", "findings": "The masses are markedly hypointense on SWI from haemorrhage within them."},
     },
@@ -358,10 +360,9 @@ def write_radiopaedia(root: Path) -> None:
                    pathology=case.get("pathology"))
         studies = [_study(folder, "images", vol, slices, case["sequence"], case["findings"])]
         also = case.get("also")
-        if also:  # a second sequence of the same lesion (or, with lesion False, of a sequence that does not show it)
-            shows = also.get("lesion", True)
-            vol = head(also["sequence"], atrophy=case["atrophy"], lesion=case["lesion"] if shows else None,
-                       seed=6000 + n, pathology=case.get("pathology") if shows else None)
+        if also:  # a second sequence of the same lesion
+            vol = head(also["sequence"], atrophy=case["atrophy"], lesion=case["lesion"], seed=6000 + n,
+                       pathology=case.get("pathology"))
             studies.append(_study(folder, "also", vol, slices, also["sequence"], also["findings"]))
         doc = {
             "id": 90000 + n, "url": f"https://radiopaedia.org/cases/{case['slug']}", "title": case["title"],

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.ingest.base import IngestContext, numeric_scores, path_digest, read_csv_rows, to_float
-from curation.ingest.volumes import volumes_by_session
+from curation.ingest.volumes import VolumeInfo, volumes_by_session
 from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
 
 
@@ -67,7 +67,7 @@ def ingest(ctx: IngestContext) -> list[Case]:
 
 
 def _case(ctx: IngestContext, subject: str, sessions: list[str], rows: dict[str, dict[str, Any]],
-          images: dict[str, list[tuple[str, dict[str, Any]]]]) -> Case:
+          images: dict[str, list[tuple[str, VolumeInfo]]]) -> Case:
     spec = ctx.spec
     case_id = ctx.case_id(subject)
     visits = []
@@ -91,7 +91,7 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], rows: dict[str,
                 files.append(ctx.store(img, case_id, f"{session}/{img.name}"))
             visit.series.append(Series(
                 series_id=f"{visit.visit_id}-mpr{n + 1}", format="analyze", sequence="T1w",
-                description="MPRAGE", files=files, shape=tuple(info["shape"][:3]),
+                description="MPRAGE", files=files, shape=tuple(info.shape[:3]),
             ))
         visits.append(visit)
     patient = Patient()

@@ -153,10 +153,10 @@ def _verify(client: Any, items: list[Item], params: FilterParams, report: Report
         if not out.ok:
             report.counts[f"verifier_failed:{out.code.split(':')[0]}"] += 1
             continue
-        failed = out.reply.failed()
-        i.quality["verifier"] = {"model": out.origin.requested_model, "passed": not failed, "reason": out.reply.reason}
+        failed = out.value.failed()
+        i.quality["verifier"] = {"model": out.origin.requested_model, "passed": not failed, "reason": out.value.reason}
         if failed:
-            drop[i.item_id] = (f"verifier:{failed[0]}", out.reply.reason or "")
+            drop[i.item_id] = (f"verifier:{failed[0]}", out.value.reason or "")
     report.metrics["verifier_calls"] = client.usage.as_metrics()
 
 

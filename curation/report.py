@@ -117,7 +117,7 @@ class Report:
     metrics: dict[str, Any] = field(default_factory=dict)
     skipped_steps: dict[str, str] = field(default_factory=dict)
 
-    def record(self, path: str | Path, outcome: Outcome) -> bool:
+    def record(self, path: str | Path, outcome: Outcome[Any]) -> bool:
         """List an input that was not used as it stands (failed, skipped, incomplete) under its kind; an ok outcome
         lists nothing. Returns whether the outcome was ok."""
         if outcome.ok:

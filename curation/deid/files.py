@@ -43,7 +43,7 @@ def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> Outcome[Cl
     from curation.io.volumes import VolumeTooLarge, check_volume_header
 
     try:
-        img = nib.load(src)
+        img: Any = nib.load(src)  # a NIfTI/Analyze image (nibabel types it as any file-based one)
         try:
             check_volume_header(img, max_bytes)
         except VolumeTooLarge as exc:

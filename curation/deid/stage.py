@@ -201,7 +201,7 @@ class _Job:
     workers: int = 1
     scheduler: str | None = None
 
-    def record(self, path: str, res: Outcome) -> bool:
+    def record(self, path: str, res: Outcome[Any]) -> bool:
         """Count ``res`` for the input ``path`` (shown relative to the input folder); True when it succeeded."""
         return self.report.record(input_rel(path, self.src), res)
 

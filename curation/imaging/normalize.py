@@ -298,10 +298,10 @@ def _contact_sheet(rows: list[dict[str, Any]], out: Path, final: Path) -> None:
         staged = out.parent / thumb_path.relative_to(final) if thumb_path.is_relative_to(final) else thumb_path
         try:
             with Image.open(staged) as im:
-                im = im.convert("RGB")
-                im.thumbnail((tile, tile))
+                thumb = im.convert("RGB")
+                thumb.thumbnail((tile, tile))
                 x, y = (i % cols) * tile, (i // cols) * (tile + 14)
-                sheet.paste(im, (x, y))
+                sheet.paste(thumb, (x, y))
         except OSError:
             x, y = (i % cols) * tile, (i // cols) * (tile + 14)
         colour = (80, 220, 80) if row.get("pass") else (240, 80, 80)

@@ -80,7 +80,8 @@ def _registered(job: RegisterTask, spacing_mm: float) -> tuple[Any, float, Any, 
     import nibabel as nib
 
     try:
-        fixed_img, moving_img = nib.load(job.fixed), nib.load(job.moving)
+        fixed_img: Any = nib.load(job.fixed)  # a NIfTI/Analyze image (nibabel types it as any file-based one)
+        moving_img: Any = nib.load(job.moving)
         tx, metric, out = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), spacing_mm)
     except Exception as exc:
         return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}", job)
@@ -163,7 +164,8 @@ def carry_series(job: CarryTask) -> Outcome[Carried]:
     from curation.imaging.targets import CARRY_MAX_OFFSET_MM, carry_targets
 
     try:
-        fixed_img, moving_img = nib.load(job.fixed), nib.load(job.moving)
+        fixed_img: Any = nib.load(job.fixed)  # a NIfTI/Analyze image (nibabel types it as any file-based one)
+        moving_img: Any = nib.load(job.moving)
         tx, metric, _ = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), REGISTER_SPACING, resample=False)
     except Exception as exc:
         return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}", job)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ def ingest(ctx: IngestContext) -> Iterator[Case]:
         ctx.report.fail(".", "clinical_csv_missing", f"no file matching {spec['clinical_csv']}")
     for csv_path in csvs:
         ctx.report.inputs += 1
-        validators = {"exam_date": _date, "age": to_float, "education_years": to_float}
+        validators: dict[str, Callable[[str], Any]] = {"exam_date": _date, "age": to_float, "education_years": to_float}
         for row in read_csv_rows(ctx, csv_path, cols, spec["required"], validators):
             if not PTID.match(row["subject_id"]):
                 ctx.report.fail(f"{ctx.rel_raw(csv_path)}:{row['_line']}", "csv_bad_row",
@@ -108,7 +108,7 @@ def _ida_metadata(ctx: IngestContext) -> dict[str, dict[str, Any]]:
         for term in root.findall(spec["protocol_terms"]):
             name = term.get("term") or ""
             if name in spec["keep_terms"] and (term.text or "").strip():
-                meta[name] = term.text.strip()
+                meta[name] = (term.text or "").strip()
         out["I" + uid.removeprefix("I")] = meta
     return out
 

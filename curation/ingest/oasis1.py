@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,8 @@ def ingest(ctx: IngestContext) -> list[Case]:
         ctx.report.fail(".", "clinical_csv_missing", f"no file matching {spec['clinical_csv']}")
     for csv_path in csvs:
         ctx.report.inputs += 1
-        validators = {"age": to_float, "education_years": to_float, "cdr": to_float, "mmse": to_float,
-                      "delay": to_float}
+        validators: dict[str, Callable[[str], Any]] = {"age": to_float, "education_years": to_float,
+                                                        "cdr": to_float, "mmse": to_float, "delay": to_float}
         for row in read_csv_rows(ctx, csv_path, spec["columns"], spec["required"], validators):
             if not session_re.match(row["session_id"]):
                 ctx.report.fail(f"{ctx.rel_raw(csv_path)}:{row['_line']}", "csv_bad_row",

@@ -194,7 +194,7 @@ def _difficulty(items: list[Item], params: FilterParams, llm: LlmParams, report:
         per_model[spec.name] = _correct_rates(model_client(llm, spec, 0.7), prompt, live, params.difficulty_samples,
                                               0.7, True)
     for i in live:
-        rates = {m: r[i.item_id] for m, r in per_model.items() if r.get(i.item_id) is not None}
+        rates = {m: rate for m, r in per_model.items() if (rate := r.get(i.item_id)) is not None}
         if not rates:
             continue
         mean = sum(rates.values()) / len(rates)

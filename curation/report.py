@@ -30,11 +30,12 @@ U = TypeVar("U")
 class Outcome(Generic[T]):
     """The result of one step on one input (a file, a series, a figure), as every stage's report takes it.
 
-    An ok outcome carries what the step made as ``value``, a frozen dataclass of its own kind (``SeriesResult``,
-    ``Deidentified``...); any other keeps ``code``, a short reason (``dicom_truncated``), ``detail``, one line for a
-    person, and ``raw_input``, the input it failed on (as distilabel keeps a failed row), for whoever debugs it. The
-    kind is a field, never read back from the reason's text; the quarantine ``reason`` written for it is ``code`` for
-    a failure and ``<kind>:<code>`` otherwise. Plain data, so it pickles across process pools and Dask workers.
+    An ok outcome carries what the step made as ``value``, typed per step (a frozen dataclass of its own:
+    ``SeriesResult``, ``Deidentified``...); any other keeps ``code``, a short reason (``dicom_truncated``),
+    ``detail``, one line for a person, and ``raw_input``, the input it failed on (as distilabel keeps a failed row),
+    for whoever debugs it. The kind is a field, never read back from the reason's text; the quarantine ``reason``
+    written for it is ``code`` for a failure and ``<kind>:<code>`` otherwise. Plain data, so it pickles across
+    process pools and Dask workers.
 
     ``T`` is covariant: a failure is an ``Outcome[Never]``, so a step declared to return ``Outcome[SeriesResult]``
     returns its failures as they are."""

@@ -108,6 +108,22 @@ def test_a_success_value_has_the_steps_declared_type(tmp_path: Path) -> None:
     assert bad.reason == "image_unreadable" and bad.raw_input == junk
 
 
+def test_a_dicom_scan_hands_on_the_io_layers_outcome() -> None:
+    """ingest's scan answers with its own type (the I/O layer's header and more); a file the I/O layer refuses comes
+    back as the I/O layer said, with the file as its raw input."""
+    from pydicom.data import get_testdata_file
+
+    from curation.ingest.dicomscan import ScannedDicom, inspect_dicom
+    from curation.io.dicom import DicomHeader
+
+    path = str(get_testdata_file("MR_small.dcm"))
+    res = inspect_dicom(path)
+    assert isinstance(res.value, ScannedDicom) and isinstance(res.value, DicomHeader)
+    assert res.value.modality == "MR" and res.value.sop_uid
+    not_dicom = inspect_dicom(__file__)
+    assert (not_dicom.reason, not_dicom.raw_input) == ("skipped:not_dicom", __file__)
+
+
 def test_walk_files_says_why_as_an_outcome(tmp_path: Path) -> None:
     (tmp_path / "inside").mkdir()
     (tmp_path / "inside" / "a.txt").write_text("x")

@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Never
 
 from curation.names import is_utf8_name, printable
 from curation.report import Outcome
@@ -84,11 +85,11 @@ WALK_DETAIL = {
 }
 
 
-def _refused(code: str) -> Outcome:
+def _refused(code: str) -> Outcome[Never]:
     return Outcome.failure(code, WALK_DETAIL[code])
 
 
-def walk_files(top: Path, root: Path | None = None) -> Iterator[tuple[Path, Outcome | None]]:
+def walk_files(top: Path, root: Path | None = None) -> Iterator[tuple[Path, Outcome[Never] | None]]:
     """Every file under ``top`` (inside ``root``, default ``top``), with why it must not be read (or None).
 
     Failures: ``outside_raw`` (a symlink, to a file or a folder, that resolves outside ``root``),

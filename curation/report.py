@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Never, TypeVar, cast
 
 from curation.errors import FailureRateExceeded
 from curation.jsonio import write_json, write_jsonl
@@ -23,50 +22,64 @@ class Kind(StrEnum):
     incomplete = "incomplete"
 
 
+T = TypeVar("T", covariant=True)
+U = TypeVar("U")
+
+
 @dataclass(frozen=True)
-class Outcome:
+class Outcome(Generic[T]):
     """The result of one step on one input (a file, a series, a figure), as every stage's report takes it.
 
-    ``code`` is a short reason (``dicom_truncated``), ``detail`` one line for a person, ``data`` what an ok step
-    made (header fields, actions applied). The kind is a field, never read back from the reason's text; the
-    quarantine ``reason`` written for it is ``code`` for a failure and ``<kind>:<code>`` otherwise, as before.
-    Plain data (an enum, strings, a dict), so it pickles across process pools and Dask workers."""
+    An ok outcome carries what the step made as ``value``, typed per step (a frozen dataclass of its own:
+    ``SeriesResult``, ``Deidentified``...); any other keeps ``code``, a short reason (``dicom_truncated``),
+    ``detail``, one line for a person, and ``raw_input``, the input it failed on (as distilabel keeps a failed row),
+    for whoever debugs it. The kind is a field, never read back from the reason's text; the quarantine ``reason``
+    written for it is ``code`` for a failure and ``<kind>:<code>`` otherwise. Plain data, so it pickles across
+    process pools and Dask workers.
+
+    ``T`` is covariant: a failure is an ``Outcome[Never]``, so a step declared to return ``Outcome[SeriesResult]``
+    returns its failures as they are."""
 
     kind: Kind
     code: str = ""
     detail: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
+    _value: T | None = None
+    raw_input: Any = None
 
-    @classmethod
-    def success(cls, **data: Any) -> Outcome:
-        return cls(Kind.ok, data=data)
+    @staticmethod
+    def success(value: U) -> Outcome[U]:
+        return Outcome(Kind.ok, _value=value)
 
-    @classmethod
-    def failure(cls, code: str, detail: str = "", **data: Any) -> Outcome:
-        return cls(Kind.failed, code, detail, data)
+    @staticmethod
+    def failure(code: str, detail: str = "", raw_input: Any = None) -> Outcome[Never]:
+        return Outcome(Kind.failed, code, detail, raw_input=raw_input)
 
-    @classmethod
-    def skip(cls, code: str, detail: str = "", **data: Any) -> Outcome:
-        return cls(Kind.skipped, code, detail, data)
+    @staticmethod
+    def skip(code: str, detail: str = "", raw_input: Any = None) -> Outcome[Never]:
+        return Outcome(Kind.skipped, code, detail, raw_input=raw_input)
 
-    @classmethod
-    def incomplete(cls, code: str, detail: str = "", **data: Any) -> Outcome:
-        return cls(Kind.incomplete, code, detail, data)
-
-    @classmethod
-    def from_result(cls, result: Outcome | Mapping[str, Any]) -> Outcome:
-        """An outcome from a step that still answers with an ``{"ok", "reason", "detail", ...}`` dict (normalize's
-        tasks, until they return an Outcome): a false ``ok`` is a failure with that reason."""
-        if isinstance(result, Outcome):
-            return result
-        rest = {k: v for k, v in result.items() if k not in ("ok", "reason", "detail")}
-        if result.get("ok"):
-            return cls(Kind.ok, data=rest)
-        return cls(Kind.failed, str(result.get("reason") or "failed"), str(result.get("detail") or ""), rest)
+    @staticmethod
+    def incomplete(code: str, detail: str = "", raw_input: Any = None) -> Outcome[Never]:
+        return Outcome(Kind.incomplete, code, detail, raw_input=raw_input)
 
     @property
     def ok(self) -> bool:
         return self.kind is Kind.ok
+
+    @property
+    def value(self) -> T:
+        """What an ok step made; asking a failure for it is a bug in the caller, and raises."""
+        if self.kind is not Kind.ok:
+            raise ValueError(f"no value: the step's outcome is {self.reason}")
+        return cast(T, self._value)
+
+    def passed_on(self, raw_input: Any = None) -> Outcome[Never]:
+        """This outcome (not ok) handed on by a step that cannot go on without what it lacked: its kind, code and
+        detail as they are, and its raw input (when it has none, ``raw_input``: the input of the step handing it on)."""
+        if self.kind is Kind.ok:
+            raise ValueError("an ok outcome has a value to hand on, not a reason")
+        kept = raw_input if self.raw_input is None else self.raw_input
+        return Outcome(self.kind, self.code, self.detail, raw_input=kept)
 
     @property
     def reason(self) -> str:
@@ -74,19 +87,6 @@ class Outcome:
         if self.kind in (Kind.ok, Kind.failed):
             return self.code
         return f"{self.kind.value}:{self.code}"
-
-    def __getitem__(self, key: str) -> Any:
-        """Read like the dict it replaces (``res["ok"]``, ``res["reason"]``, ``res["nifti"]``), so code that has not
-        moved to the attributes yet (imaging/normalize.py) keeps working."""
-        if key in ("ok", "reason", "detail"):
-            return getattr(self, key)
-        return self.data[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
 
 
 def failed_dir(dst: str | Path) -> Path:
@@ -118,7 +118,7 @@ class Report:
     metrics: dict[str, Any] = field(default_factory=dict)
     skipped_steps: dict[str, str] = field(default_factory=dict)
 
-    def record(self, path: str | Path, outcome: Outcome) -> bool:
+    def record(self, path: str | Path, outcome: Outcome[Any]) -> bool:
         """List an input that was not used as it stands (failed, skipped, incomplete) under its kind; an ok outcome
         lists nothing. Returns whether the outcome was ok."""
         if outcome.ok:

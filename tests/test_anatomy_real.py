@@ -47,13 +47,14 @@ def _motion(nod_deg: float, turn_deg: float, shift: tuple[float, float, float]) 
 
 def _normalize(task: tuple[str, str, str, str]) -> dict:
     from curation.imaging.normalize import process_series
+    from curation.imaging.steps.base import SeriesTask
 
     name, path, sequence, out = task
     params = NormalizeParams.model_validate(yaml.safe_load((ROOT / "params.yaml").read_text())["normalize"])
-    res = process_series({"format": "nifti", "files": [path], "params": params, "out_dir": out, "final_dir": out,
-                          "sequence": sequence})
+    res = process_series(SeriesTask("nifti", [path], params, out, out, sequence))
     assert res.ok, (name, res.reason, res.detail)
-    return {"qc": res.data["qc"], "steps": [s.model_dump() for s in res.data["steps"]], "renders": res.data["renders"],
+    made = res.value
+    return {"qc": made.qc, "steps": [s.model_dump() for s in made.steps], "renders": made.renders,
             "affine": nib.load(Path(out) / "volume.nii.gz").affine, "nifti": str(Path(out) / "volume.nii.gz"),
             "out": out}
 
@@ -150,8 +151,8 @@ def test_the_t1w_targets_carried_onto_the_visits_moved_flair(normalized: dict) -
                                  "FLAIR", flair["qc"]["planes_refused_reason"], targets=t1["qc"]["targets"],
                                  own=flair["qc"]["targets"]))
     assert res.ok, (res.reason, res.detail)
-    placed = {t["target"]: t for t in res.data["targets"]}
-    assert sorted(placed) == ["hippocampus", "lateral_ventricles"] and not res.data["missed"]
+    placed = {t["target"]: t for t in res.value.targets}
+    assert sorted(placed) == ["hippocampus", "lateral_ventricles"] and not res.value.missed
     ref, affine = _expected("moved_flair"), flair["affine"]
     for target, t in placed.items():
         truth = np.array([ref[target][k] for k in "xyz"])
@@ -160,6 +161,6 @@ def test_the_t1w_targets_carried_onto_the_visits_moved_flair(normalized: dict) -
         assert abs(vox[axis] - t["slice_index"]) * float(np.linalg.norm(affine[:3, axis])) <= TOLERANCE_MM, (t, truth)
         assert np.linalg.norm(np.asarray(t["centre_mm"]) - truth) <= 2 * TOLERANCE_MM, (t, truth)
         assert t["located_by"] == "registered_to:stroke_T1"
-    assert {r["target"] for r in res.data["renders"]} == set(placed)
-    assert all(Path(r["path"]).is_file() for r in res.data["renders"])
-    assert res.data["step"].args["kept_own"] == []
+    assert {r["target"] for r in res.value.renders} == set(placed)
+    assert all(Path(r["path"]).is_file() for r in res.value.renders)
+    assert res.value.step.args["kept_own"] == []

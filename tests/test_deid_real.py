@@ -379,7 +379,7 @@ def test_preamble_zeroed_and_checked(tmp_path: Path, preamble: bytes) -> None:
     planted.write_bytes(preamble.ljust(128, b"\x00") + raw[128:])
     out = tmp_path / "out" / "x.dcm"
     res = deidentify_file(str(planted), str(out), DicomDeidParams(), b"k", "p", "ANON-aaaaaaaaaaaa", verify=True)
-    assert res.ok and res.data["actions"]["preamble"] == "Z", res
+    assert res.ok and res.value.actions["preamble"] == "Z", res
     written = out.read_bytes()
     assert written[:128] == bytes(128) and written[128:132] == b"DICM"
     assert preamble[:8] not in written
@@ -478,7 +478,7 @@ def test_safe_private_only_from_the_list_per_creator_and_element(tmp_path: Path)
     private = {(int(e.tag), str(e.value)) for e in written.iterall() if e.tag.is_private}
     assert private == {(0x00190010, "SIEMENS MR HEADER"), (0x0019100D, "ISOTROPIC"), (0x0019100C, "1000")}
     assert b"QUIMBY" not in out.read_bytes() and b"EVIL" not in out.read_bytes()
-    assert res.data["actions"]["00291001"] == "X(private, not on the safe list)"
+    assert res.value.actions["00291001"] == "X(private, not on the safe list)"
     assert verify_dir(out_dir) == []
     written.private_block(0x0029, "EVIL CORP", create=True).add_new(0x01, "LT", "patient QUIMBY")
     written.save_as(out)

@@ -76,7 +76,7 @@ def test_register_series_lines_up_a_displaced_sequence(tmp_path):
     after = np.array(np.nonzero(out > thr)).mean(axis=1)
     truth = np.array(np.nonzero(flair > thr)).mean(axis=1)
     assert np.linalg.norm(before - truth) > 6 and np.linalg.norm(after - truth) < 1.5, (before, after, truth)
-    assert res.data["step"].name == "register_rigid" and res.data["renders"]
+    assert res.value.step.name == "register_rigid" and res.value.renders
     # deterministic: the same inputs give byte-identical renders
     first = {p.name: p.read_bytes() for p in moving_p.parent.glob("*.png")}
     nib.save(nib.Nifti1Image(moved, aff), str(moving_p))
@@ -129,7 +129,7 @@ def test_process_series_sets_the_thread_count_and_restores_it(tmp_path):
         steps.STEPS = original
     assert res.ok, res
     assert seen == [before + 1] and sitk.ProcessObject.GetGlobalDefaultNumberOfThreads() == before
-    assert [st.name for st in res.data["steps"]][0] == "to_canonical_ras"
+    assert [st.name for st in res.value.steps][0] == "to_canonical_ras"
     # a refusing step answers with its outcome, and the count is restored all the same
     bad = normalize.process_series(SeriesTask("nifti", [str(tmp_path / "none.nii.gz")], task.params,
                                               task.out_dir, task.final_dir, threads=before + 1))

@@ -214,10 +214,10 @@ def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = process_series(SeriesTask("nifti", [str(path)], p, str(out), str(out), "FLAIR"))
     assert res.ok, res
-    assert {r["plane"] for r in res.data["renders"]} == {"sagittal"}, [r["path"] for r in res.data["renders"]]
-    assert res.data["qc"]["planes_refused"] == ["axial", "coronal"]
-    assert res.data["qc"]["source_sampling_mm"][0] == 4.8
-    assert [st.name for st in res.data["steps"]] == ["to_canonical_ras", "fit_anatomy", "resample", "locate_targets",
+    assert {r["plane"] for r in res.value.renders} == {"sagittal"}, [r["path"] for r in res.value.renders]
+    assert res.value.qc["planes_refused"] == ["axial", "coronal"]
+    assert res.value.qc["source_sampling_mm"][0] == 4.8
+    assert [st.name for st in res.value.steps] == ["to_canonical_ras", "fit_anatomy", "resample", "locate_targets",
                                                      "percentile_rescale", "render"]
     assert all(not Path(out, n).exists() for n in ("montage_axial.png",))
 
@@ -236,8 +236,8 @@ def test_no_brain_no_anatomy_renders(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = process_series(SeriesTask("nifti", [str(path)], NormalizeParams(deface=False), str(out), str(out), "T1w"))
     assert res.ok, res
-    assert not [r for r in res.data["renders"] if r["role"] == "target"]
-    anatomy = res.data["qc"]["anatomy"]
+    assert not [r for r in res.value.renders if r["role"] == "target"]
+    anatomy = res.value.qc["anatomy"]
     assert anatomy["fit"] == "refused" and "no brain anatomy" in anatomy["fit_reason"]
 
 
@@ -253,9 +253,9 @@ def test_real_siemens_mprage(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = process_series(SeriesTask("dicom", files, NormalizeParams(deface=False), str(out), str(out), "T1w"))
     assert res.ok, res
-    assert res.data["qc"]["planes_refused"] == ["axial", "coronal"]
-    assert {r["plane"] for r in res.data["renders"]} == {"sagittal"}
-    assert res.data["qc"]["anatomy"]["fit"] == "refused"
+    assert res.value.qc["planes_refused"] == ["axial", "coronal"]
+    assert {r["plane"] for r in res.value.renders} == {"sagittal"}
+    assert res.value.qc["anatomy"]["fit"] == "refused"
 
 
 # a periventricular lesion (its edge at the right lateral ventricle's wall), and one in the deep white matter of the

@@ -105,7 +105,7 @@ def test_step_renders_its_prompt_and_parses_a_typed_reply(toy_dir):
     client = Scripted([Result(True, "k1", ['{"count": 3}'], data=[{"count": 3}], model="served-model")])
     [out] = step.run(client, ["ward 7"])  # type: ignore[arg-type]
     assert isinstance(out, Outcome) and out.kind is Kind.ok and out.ok
-    assert out.reply == ToyReply(count=3)
+    assert out.value == ToyReply(count=3)
     [req] = client.requests
     assert req.messages == [{"role": "system", "content": "You count."},
                             {"role": "user", "content": "Count to 4 for ward 7."}]
@@ -131,9 +131,9 @@ def test_failed_call_is_an_outcome_with_raw_input_and_reply(toy_dir):
     [out] = step.run(client, ["ward 7"])  # type: ignore[arg-type]
     assert out.kind is Kind.failed and not out.ok and out.code == "malformed_json"
     assert out.raw_input == "ward 7" and out.raw_reply == ("not JSON {",)
-    assert out.value is None and out.origin.step == "toy"
+    assert out.origin.step == "toy"
     with pytest.raises(ValueError, match="malformed_json"):
-        _ = out.reply
+        _ = out.value
 
 
 def test_steps_check_rejects_a_well_formed_reply_and_keeps_it(toy_dir):

@@ -60,21 +60,19 @@ def imaging_render(
     contrast is read from the file name's suffix (BIDS ``_T1w``, ``_T2w``, ``_FLAIR``, ``_PDw``, ...) when it has one;
     otherwise the T1 template is registered (mutual information copes, less well)."""
     from curation.imaging.normalize import process_series
+    from curation.imaging.steps.base import SeriesTask
     from curation.ingest.sequences import sequence_from_name
     from curation.jsonio import write_json
-    from curation.report import Outcome
 
     if sequence is None and (sequence := sequence_from_name(volume)) is not None:
         typer.echo(f"{volume.name}: sequence {sequence} (from the file name; --sequence to override)")
     fmt = "analyze" if volume.name.endswith(".hdr") else "nifti"
     with writer(out_dir):
-        res = Outcome.from_result(process_series({"format": fmt, "files": [str(volume)],
-                                                  "params": params_section(params, "normalize"),
-                                                  "out_dir": str(out_dir), "final_dir": str(out_dir),
-                                                  "sequence": sequence}))
+        res = process_series(SeriesTask(fmt, [str(volume)], params_section(params, "normalize"), str(out_dir),
+                                        str(out_dir), sequence))
         if not res.ok:
             echo_error(f"{volume}: {res.reason} ({res.detail})")
             raise typer.Exit(3)
-        write_json(out_dir / "renders.json", res.data["renders"])
-    typer.echo(f"{out_dir}: {len(res.data['renders'])} renders")
+        write_json(out_dir / "renders.json", res.value.renders)
+    typer.echo(f"{out_dir}: {len(res.value.renders)} renders")
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from curation.deid.compare import compare_files
 from curation.deid.elements import remap_uid, tag_text
-from curation.deid.engine import PATIENT_ID, Deidentifier
+from curation.deid.engine import PATIENT_ID, Deidentified, Deidentifier
 from curation.deid.policy import load_defaults
 from curation.params import DicomDeidParams
 from curation.report import Outcome
@@ -28,35 +29,35 @@ def uid_free_name(name: str, secret: bytes) -> str:
 
 
 def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, patient_key: str | None,
-                    pseudonym: str | None, verify: bool = False) -> Outcome:
-    """De-identify one file to ``dst`` (atomically); never raises on a bad input. An ok outcome carries the
-    ``actions`` applied (and, verified, ``values_checked``). ``verify``: compare the file written with its input
-    (``compare.compare_files``) and fail it, removed, on any finding."""
+                    pseudonym: str | None, verify: bool = False) -> Outcome[Deidentified]:
+    """De-identify one file to ``dst`` (atomically); never raises on a bad input; a failure keeps ``src`` as its raw
+    input. An ok outcome carries the actions applied (and, verified, the values checked). ``verify``: compare the
+    file written with its input (``compare.compare_files``) and fail it, removed, on any finding."""
     from curation.io.dicom import read_checked
     from curation.records import atomic_open
 
     # one read: the checks and the de-identification share the dataset
-    ds, info = read_checked(src, header=False)
+    ds, info = read_checked(src)
     if ds is None and info.code == "no_pixel_data" and load_defaults().non_image == "deidentify":
         ds = _read_non_image(src)  # a structured report, presentation state, RT plan...: the same rules apply
     if ds is None:
-        return info
+        return info.passed_on(src)
     bad = _impossible_length(ds, Path(src).stat().st_size)
     if bad:
-        return Outcome.failure("impossible_length", bad)
+        return Outcome.failure("impossible_length", bad, src)
     try:
         key = patient_key or tag_text(ds, PATIENT_ID) or "unknown"
         pseud = pseudonym or "ANON-" + hmac.new(secret, key.encode(), hashlib.sha256).hexdigest()[:12]
         outcome = _deidentifier(params, secret).deidentify(ds, key, pseud)
         if not outcome.ok:
-            return outcome
+            return outcome.passed_on(src)
         Path(dst).parent.mkdir(parents=True, exist_ok=True)
         # atomic (temp + rename) without a per-file fsync: a killed run never leaves a partial file, and the
         # stage's output folder as a whole is swapped in only on success
         with atomic_open(dst, "wb", durable=False) as fh:
             ds.save_as(fh, enforce_file_format=not _conformant_meta(ds))
     except Exception as exc:
-        return Outcome.failure("dicom_deid_failed", f"{type(exc).__name__}: {exc}")
+        return Outcome.failure("dicom_deid_failed", f"{type(exc).__name__}: {exc}", src)
     if not verify:
         return outcome
     check = compare_files(src, dst, Path(dst).name)
@@ -64,8 +65,8 @@ def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, 
         Path(dst).unlink(missing_ok=True)
         kinds = sorted({f"{f.where} {f.kind}" for f in check.findings})  # tags and keywords, never values
         return Outcome.failure("deid_verify_failed",
-                               f"{len(check.findings)} finding(s): " + "; ".join(kinds)[:400])
-    return Outcome.success(**outcome.data, values_checked=check.checked)
+                               f"{len(check.findings)} finding(s): " + "; ".join(kinds)[:400], src)
+    return Outcome.success(replace(outcome.value, values_checked=check.checked))
 
 
 def _impossible_length(ds: Any, size: int) -> str | None:

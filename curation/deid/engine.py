@@ -11,6 +11,7 @@ and writing files is ``deid.dicom``'s.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -52,6 +53,15 @@ def _dummy(vr: str) -> Any:
         "SH": "ANONYMIZED", "CS": "ANONYMIZED", "UI": "2.25.0", "IS": "0", "DS": "0", "AS": "000Y",
         "LT": "ANONYMIZED", "ST": "ANONYMIZED", "UT": "ANONYMIZED", "UC": "ANONYMIZED",
     }.get(vr, "")
+
+
+@dataclass(frozen=True)
+class Deidentified:
+    """What de-identifying one DICOM file did: the action applied to each element (tag hex -> action code), and,
+    when the file written was compared with its input, how many values that comparison checked."""
+
+    actions: dict[str, str]
+    values_checked: int | None = None
 
 
 class Deidentifier:
@@ -109,7 +119,7 @@ class Deidentifier:
             out = self._uids[value] = remap_uid(value, self.secret)
         return out
 
-    def deidentify(self, ds: Any, patient_key: str, pseudonym: str) -> Outcome:
+    def deidentify(self, ds: Any, patient_key: str, pseudonym: str) -> Outcome[Deidentified]:
         sop_class = tag_text(ds, SOP_CLASS_UID)
         image_type = tag_text(ds, IMAGE_TYPE).upper()
         if tag_text(ds, BURNED_IN).upper() == "YES":
@@ -137,7 +147,7 @@ class Deidentifier:
         acts.setdefault("00100010", "D")
         acts.setdefault("00100020", "D")
         self._mark(ds)
-        return Outcome.success(actions=acts)
+        return Outcome.success(Deidentified(acts))
 
     def _walk(self, ds: Any, days: int, scrub: Scrubber, acts: dict[str, str]) -> None:
         """Apply the profile to every element of ``ds`` and its sequences, noting each action in ``acts``."""

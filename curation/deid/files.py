@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +20,34 @@ SIDECAR_DEVICE = {"Manufacturer", "ManufacturerModelName", "SoftwareVersions"}
 HEADER_TEXT_FIELDS = ("descrip", "aux_file", "db_name", "intent_name")
 
 
+@dataclass(frozen=True)
+class Cleaned:
+    """What cleaning one volume or figure removed (header fields, ``extensions(n)``, ``metadata``)."""
+
+    removed: list[str]
+
+
 def clean_sidecar(sidecar: dict[str, Any], retain_device: bool) -> tuple[dict[str, Any], list[str]]:
     keep = SIDECAR_KEEP | (SIDECAR_DEVICE if retain_device else set())
     cleaned = {k: v for k, v in sidecar.items() if k in keep}
     return cleaned, sorted(k for k in sidecar if k not in keep)
 
 
-def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> Outcome:
+def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> Outcome[Cleaned]:
     """Rewrite an Analyze/NIfTI volume with its free-text header fields and extensions removed.
 
     A header that promises more than ``max_bytes`` decoded bytes is refused before anything is read. An ok outcome
-    lists the header fields ``removed``."""
+    lists the header fields removed; a failure keeps ``src`` as its raw input."""
     import nibabel as nib
 
     from curation.io.volumes import VolumeTooLarge, check_volume_header
 
     try:
-        img = nib.load(src)
+        img: Any = nib.load(src)  # a NIfTI/Analyze image (nibabel types it as any file-based one)
         try:
             check_volume_header(img, max_bytes)
         except VolumeTooLarge as exc:
-            return Outcome.failure("volume_too_large", str(exc))
+            return Outcome.failure("volume_too_large", str(exc), src)
         hdr = img.header
         removed = []
         for field in HEADER_TEXT_FIELDS:
@@ -52,15 +60,15 @@ def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> Outcome:
         out = img.__class__(img.dataobj, img.affine, hdr)
         Path(dst).parent.mkdir(parents=True, exist_ok=True)
         nib.save(out, dst)
-        return Outcome.success(removed=removed)
+        return Outcome.success(Cleaned(removed))
     except Exception as exc:
         from curation.records import raise_if_resource
 
         raise_if_resource(exc, dst)  # a full disk stops the run; it is not this volume's fault
-        return Outcome.failure("volume_deid_failed", f"{type(exc).__name__}: {exc}")
+        return Outcome.failure("volume_deid_failed", f"{type(exc).__name__}: {exc}", src)
 
 
-def clean_image(src: str, dst: str, max_pixels: int | None = None) -> Outcome:
+def clean_image(src: str, dst: str, max_pixels: int | None = None) -> Outcome[Cleaned]:
     """Re-encode a figure as PNG from its pixels only: EXIF, XMP and text chunks do not survive."""
     from PIL import UnidentifiedImageError
 
@@ -74,8 +82,8 @@ def clean_image(src: str, dst: str, max_pixels: int | None = None) -> Outcome:
         buf = io.BytesIO()
         pixels.save(buf, format="PNG", optimize=False)
         write_bytes(dst, buf.getvalue())
-        return Outcome.success(removed=["metadata"])
+        return Outcome.success(Cleaned(["metadata"]))
     except ImageTooLarge as exc:
-        return Outcome.failure("image_too_large", str(exc))
+        return Outcome.failure("image_too_large", str(exc), src)
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as exc:  # Pillow's decoders raise these
-        return Outcome.failure("image_unreadable", f"{type(exc).__name__}: {exc}")
+        return Outcome.failure("image_unreadable", f"{type(exc).__name__}: {exc}", src)

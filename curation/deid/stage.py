@@ -12,6 +12,7 @@ from typing import Any
 
 from curation.deid.dicom import deidentify_file, uid_free_name
 from curation.deid.elements import date_offset_days
+from curation.deid.engine import Deidentified
 from curation.deid.files import clean_image, clean_sidecar, clean_volume
 from curation.deid.policy import edition_id, load_table
 from curation.deid.text import TextDeidentifier
@@ -146,7 +147,7 @@ def _out_name(n: int) -> str:
     return f"{n:05d}.dcm"
 
 
-def _dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> Outcome:
+def _dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> Outcome[Deidentified]:
     src, dst, params, secret, key, pseud = task
     # every file the stage writes is compared with its input; a finding fails the file (deid_verify_failed)
     return deidentify_file(src, dst, params, secret, key, pseud, verify=True)
@@ -200,7 +201,7 @@ class _Job:
     workers: int = 1
     scheduler: str | None = None
 
-    def record(self, path: str, res: Outcome) -> bool:
+    def record(self, path: str, res: Outcome[Any]) -> bool:
         """Count ``res`` for the input ``path`` (shown relative to the input folder); True when it succeeded."""
         return self.report.record(input_rel(path, self.src), res)
 
@@ -286,9 +287,9 @@ def _dicom_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
         job.report.counts["dicom_files_in"] += 1
         if job.record(f, res):
             files.append(job.written(base / Path(out).name))
-            job.report.counts["dicom_values_verified"] += res.data.get("values_checked", 0)
+            job.report.counts["dicom_values_verified"] += res.value.values_checked or 0
             job.audit.append({"case_id": case.case_id, "file": files[-1], "annex_e": edition_id(),
-                              "actions": res.data["actions"]})
+                              "actions": res.value.actions})
     series.files = files
     return bool(files)
 
@@ -310,7 +311,7 @@ def _volume_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
     files = [job.written(base / name)]
     if name.endswith(".hdr"):
         files.append(job.written(base / name.replace(".hdr", ".img")))
-    actions = {f: "X" for f in res.data["removed"]}
+    actions = {f: "X" for f in res.value.removed}
     if series.sidecar:
         series.sidecar, dropped = clean_sidecar(series.sidecar, job.params.dicom.retain_device_identity)
         actions.update({f"sidecar.{k}": "X" for k in dropped})
@@ -348,7 +349,7 @@ def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: in
         if report.record(Path(f).relative_to(src).as_posix(), res):
             report.outputs += 1
             audit.append({"file": Path(out).relative_to(dst).as_posix(), "annex_e": edition_id(),
-                          "actions": res.data["actions"]})
+                          "actions": res.value.actions})
     write_jsonl(dst / "audit.jsonl", audit)
     report.write_quarantine(dst / "quarantine.jsonl")
     return report
@@ -364,7 +365,7 @@ def _folders(folders: Iterable[Path]) -> None:
             folder.mkdir(parents=True, exist_ok=True)
 
 
-def _plain_dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> Outcome:
+def _plain_dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> Outcome[Deidentified]:
     src, dst, params, secret, _, _ = task
     return deidentify_file(src, dst, params, secret, None, None)
 

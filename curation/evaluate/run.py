@@ -89,7 +89,7 @@ def score_samples(items: dict[str, EvalItem], samples: list[Sample], p: Evaluate
             if not out.ok:
                 s.judge = {"error": out.code, "raw": out.raw_reply[0] if out.raw_reply else None}
                 continue
-            v = out.reply
+            v = out.value
             s.judge = v.model_dump(mode="json", exclude_unset=True)
             s.judge_score = weighted_score(v.scores, p.judge.weights)
             if items[s.item_id].format != "mcq":

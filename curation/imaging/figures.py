@@ -28,7 +28,16 @@ class FigureTask:
         return [self.path]
 
 
-def process_figure(task: FigureTask) -> Outcome:
+@dataclass(frozen=True)
+class FigureResult:
+    """A rendered figure: its render (``schema.Render`` fields) and its QC row."""
+
+    render: dict[str, Any]
+    qc: dict[str, Any]
+
+
+def process_figure(task: FigureTask) -> Outcome[FigureResult]:
+    """The figure rendered, or why not (the failure keeps the task as its raw input)."""
     from PIL import Image
 
     from curation.imaging.render import save_png
@@ -39,9 +48,9 @@ def process_figure(task: FigureTask) -> Outcome:
             im.load()
             img = im.convert("RGB") if im.mode not in ("L", "RGB") else im.copy()
     except ImageTooLarge as exc:
-        return Outcome.failure("image_too_large", str(exc))
+        return Outcome.failure("image_too_large", str(exc), task)
     except Exception as exc:
-        return Outcome.failure("image_unreadable", f"{type(exc).__name__}: {exc}")
+        return Outcome.failure("image_unreadable", f"{type(exc).__name__}: {exc}", task)
     size: Any = task.size
     scale = size / max(img.size)
     if scale < 1:
@@ -51,7 +60,8 @@ def process_figure(task: FigureTask) -> Outcome:
     save_png(img, out)
     arr = np.asarray(img.convert("L"), dtype=np.float32)
     flags = ["tiny_image"] if min(img.size) < 64 else []
-    return Outcome.success(render={"plane": "figure", "slice_index": None, "window": None,
-                                   "path": relpath(Path(task.final)), "role": "figure"},
-                           qc={"width": img.width, "height": img.height, "mean": round(float(arr.mean()), 3),
-                               "flags": flags, "pass": not flags})
+    return Outcome.success(FigureResult(
+        render={"plane": "figure", "slice_index": None, "window": None, "path": relpath(Path(task.final)),
+                "role": "figure"},
+        qc={"width": img.width, "height": img.height, "mean": round(float(arr.mean()), 3), "flags": flags,
+            "pass": not flags}))

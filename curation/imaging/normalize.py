@@ -7,14 +7,25 @@ registration in ``curation.imaging.register``, figures in ``curation.imaging.fig
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from curation.errors import InputError
 from curation.imaging import steps
-from curation.imaging.figures import FigureTask, process_figure
-from curation.imaging.register import CarryTask, PairTask, RegisterTask, carry_series, pair_series, register_series
+from curation.imaging.figures import FigureResult, FigureTask, process_figure
+from curation.imaging.register import (
+    Carried,
+    CarryTask,
+    Paired,
+    PairTask,
+    Registered,
+    RegisterTask,
+    carry_series,
+    pair_series,
+    register_series,
+)
 from curation.imaging.sitk import threads
 from curation.imaging.steps.base import VERSION, Refused, SeriesContext, SeriesTask
 from curation.jsonio import read_jsonl, write_jsonl
@@ -27,18 +38,33 @@ from curation.report import Outcome, Report
 from curation.schema import Case, Render, Step
 
 
-def process_series(task: SeriesTask | Mapping[str, Any]) -> Outcome:
+@dataclass(frozen=True)
+class SeriesResult:
+    """A normalized series: its volume (``nifti``, where it will lie), grid, renders (``schema.Render`` fields), QC,
+    the provenance steps that made it and its acquisition metadata."""
+
+    nifti: str
+    spacing: tuple[float, ...]
+    shape: tuple[int, ...]
+    orientation: str
+    renders: list[dict[str, Any]]
+    qc: dict[str, Any]
+    steps: list[Step]
+    sidecar: dict[str, Any]
+
+
+def process_series(task: SeriesTask) -> Outcome[SeriesResult]:
     """Pure function of one series: everything it writes lies under ``task.out_dir``. Whatever one bad volume
-    raises becomes its quarantine reason; it never stops the stage."""
+    raises becomes its quarantine reason, the task kept as the failure's raw input; it never stops the stage."""
     try:
-        return _process_series(SeriesTask.of(task))
+        return _process_series(task)
     except Refused as exc:
-        return exc.outcome
+        return exc.outcome.passed_on(task)
     except Exception as exc:  # ITK, nibabel and numpy raise many types on odd volumes
-        return Outcome.failure("normalize_failed", f"{type(exc).__name__}: {exc}")
+        return Outcome.failure("normalize_failed", f"{type(exc).__name__}: {exc}", task)
 
 
-def _process_series(task: SeriesTask) -> Outcome:
+def _process_series(task: SeriesTask) -> Outcome[SeriesResult]:
     """steps.STEPS in order, SimpleITK's thread count set for them and restored after."""
     ctx = SeriesContext(task)
     img: Any = None
@@ -48,9 +74,9 @@ def _process_series(task: SeriesTask) -> Outcome:
             img, record = fn(img, ctx)
             if record is not None:
                 records.append(record)
-    return Outcome.success(nifti=relpath(Path(task.final_dir) / "volume.nii.gz"), spacing=ctx.spacing,
-                           shape=tuple(int(s) for s in img.shape), orientation="RAS", renders=ctx.renders,
-                           qc=ctx.qc, steps=records, sidecar=ctx.sidecar)
+    return Outcome.success(SeriesResult(nifti=relpath(Path(task.final_dir) / "volume.nii.gz"), spacing=ctx.spacing,
+                                        shape=tuple(int(s) for s in img.shape), orientation="RAS",
+                                        renders=ctx.renders, qc=ctx.qc, steps=records, sidecar=ctx.sidecar))
 
 
 def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, scheduler: str | None = None,
@@ -85,10 +111,10 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
                     figure_tasks.append((FigureTask(fig.path, params.render_size, str(staging / rel),
                                                     str(dst / rel), params.bounds.max_image_pixels), fig))
         qc_rows = []
-        def contained(task: SeriesTask | FigureTask) -> Outcome | None:
+        def contained(task: SeriesTask | FigureTask) -> Outcome[Any] | None:
             return None if all(readable(f, src) for f in task.inputs) else OUTSIDE_INPUT
 
-        def run_contained(fn: Any, tasks: list[Any]) -> Iterator[Outcome]:
+        def run_contained(fn: Any, tasks: list[Any]) -> Iterator[Outcome[Any]]:
             """Results in task order; a task naming a file outside the input is answered without running it."""
             inside_tasks = [t for t in tasks if contained(t) is None]
             results = iter(pmap(fn, inside_tasks, workers=workers, scheduler=scheduler))
@@ -101,15 +127,15 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
             if not report.record(_in_rel(s.files[0], src) if s.files else s.series_id, res):
                 s.qc = {"pass": False, "flags": [res.reason]}
                 continue
-            made = res.data
-            s.nifti, s.spacing, s.shape = made["nifti"], made["spacing"], made["shape"]
-            s.orientation = made["orientation"]
-            s.renders = [Render(**r) for r in made["renders"]]
-            s.qc = made["qc"]
-            s.sidecar = {**s.sidecar, **made["sidecar"]}  # acquisition metadata from ingest (e.g. IDA XML) is kept
-            s.provenance.extend(made["steps"])
+            made: SeriesResult = res.value
+            s.nifti, s.spacing, s.shape = made.nifti, made.spacing, made.shape
+            s.orientation = made.orientation
+            s.renders = [Render(**r) for r in made.renders]
+            s.qc = made.qc
+            s.sidecar = {**s.sidecar, **made.sidecar}  # acquisition metadata from ingest (e.g. IDA XML) is kept
+            s.provenance.extend(made.steps)
             report.outputs += 1
-            report.counts["series_qc_flagged"] += int(not made["qc"]["pass"])
+            report.counts["series_qc_flagged"] += int(not made.qc["pass"])
         if params.register_to_t1:
             _register_visits(cases, series_tasks, params, workers, scheduler, report)
         elif params.key_slices and params.targets_from_t1:
@@ -125,10 +151,11 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
             if not report.record(_in_rel(fig.path, src) if fig.path else fig.figure_id, res):
                 fig.missing, fig.path = True, None
                 continue
-            fig.renders = [Render(**res.data["render"])]
-            fig.qc = res.data["qc"]
+            shown: FigureResult = res.value
+            fig.renders = [Render(**shown.render)]
+            fig.qc = shown.qc
             report.outputs += 1
-            qc_rows.append({"kind": "figure", "id": fig.figure_id, **fig.qc, "thumbnail": res.data["render"]["path"]})
+            qc_rows.append({"kind": "figure", "id": fig.figure_id, **fig.qc, "thumbnail": shown.render["path"]})
         for case in cases:
             case.provenance.stages["normalize"] = VERSION
         write_jsonl(staging / "cases.jsonl", cases)
@@ -163,10 +190,11 @@ def _register_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any
             report.counts[f"registration_failed:{s.series_id}"] += 1
             s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "registration_failed"]}
             continue
-        s.renders = [Render(**r) for r in res.data["renders"]]
-        s.spacing, s.shape = res.data["spacing"], res.data["shape"]
-        s.provenance.append(res.data["step"])
-        s.qc = {**res.data["qc"], "registered_to": job.reference}
+        reg: Registered = res.value
+        s.renders = [Render(**r) for r in reg.renders]
+        s.spacing, s.shape = reg.spacing, reg.shape
+        s.provenance.append(reg.step)
+        s.qc = {**reg.qc, "registered_to": job.reference}
         report.counts["series_registered"] += 1
 
 
@@ -191,16 +219,17 @@ def _carry_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]],
                                        str(Path(t.out_dir) / "volume.nii.gz"), t.out_dir, t.final_dir, ref.series_id,
                                        s.sequence, s.qc.get("planes_refused_reason") or {},
                                        targets=ref.qc["targets"], own=s.qc.get("targets") or [],
-                                       window=tuple(window) if window else None), s))
+                                       window=window), s))
     for (job, s), res in zip(jobs, pmap(carry_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
                              strict=True):
         if not res.ok:
             report.counts["target_carry_failed"] += 1
             s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "target_carry_failed"]}
             continue
-        placed, missed = res.data["targets"], res.data["missed"]
+        got: Carried = res.value
+        placed, missed = got.targets, got.missed
         carried = {t["target"] for t in placed} | set(missed)
-        new = [Render(**r) for r in res.data["renders"]]
+        new = [Render(**r) for r in got.renders]
         kept = {Path(r.path).name for r in new}
         for r in s.renders:  # the own fit's renders of a carried target go, unless the carried one is the same file
             if r.role == "target" and r.target in carried and Path(r.path).name not in kept:
@@ -211,7 +240,7 @@ def _carry_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]],
                                      if k not in carried}, **missed}
         s.qc = {**s.qc, "anatomy": {**anatomy, "targets_from": job.reference},
                 "targets": [t for t in s.qc.get("targets") or [] if t.get("target") not in carried] + placed}
-        s.provenance.append(res.data["step"])
+        s.provenance.append(got.step)
         report.counts["series_targets_from_t1"] += 1
 
 
@@ -239,15 +268,16 @@ def _pair_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], 
             jobs.append((PairTask(params, str(Path(r.out_dir) / "volume.nii.gz"),
                                   str(Path(t.out_dir) / "volume.nii.gz"), t.out_dir, t.final_dir, base.series_id,
                                   refused=refused, reference_visit=base_visit.visit_id, targets=targets,
-                                  window=tuple(window)), s))
+                                  window=window), s))
     for (job, s), res in zip(jobs, pmap(pair_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
                              strict=True):
         if not res.ok:
             report.counts["longitudinal_registration_failed"] += 1
             s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "longitudinal_registration_failed"]}
             continue
-        s.renders.extend(Render(**r) for r in res.data["renders"])
-        s.provenance.append(res.data["step"])
+        paired: Paired = res.value
+        s.renders.extend(Render(**r) for r in paired.renders)
+        s.provenance.append(paired.step)
         s.qc = {**s.qc, "paired_with": job.reference}
         report.counts["series_paired_to_baseline"] += 1
 
@@ -268,10 +298,10 @@ def _contact_sheet(rows: list[dict[str, Any]], out: Path, final: Path) -> None:
         staged = out.parent / thumb_path.relative_to(final) if thumb_path.is_relative_to(final) else thumb_path
         try:
             with Image.open(staged) as im:
-                im = im.convert("RGB")
-                im.thumbnail((tile, tile))
+                thumb = im.convert("RGB")
+                thumb.thumbnail((tile, tile))
                 x, y = (i % cols) * tile, (i // cols) * (tile + 14)
-                sheet.paste(im, (x, y))
+                sheet.paste(thumb, (x, y))
         except OSError:
             x, y = (i % cols) * tile, (i // cols) * (tile + 14)
         colour = (80, 220, 80) if row.get("pass") else (240, 80, 80)

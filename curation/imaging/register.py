@@ -3,7 +3,6 @@ follow-up T1w onto the baseline's."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,15 +11,16 @@ import numpy as np
 
 from curation.imaging.render import render_volume
 from curation.imaging.sitk import from_sitk, ras_matrix, register_rigid, to_sitk
-from curation.imaging.steps.base import FromMapping, step_record
+from curation.imaging.steps.base import step_record
 from curation.imaging.steps.qc_metrics import volume_qc
 from curation.io.volumes import save_nifti
 from curation.params import NormalizeParams
 from curation.report import Outcome
+from curation.schema import Step
 
 
 @dataclass(frozen=True)
-class RegisterTask(FromMapping):
+class RegisterTask:
     """A normalized series (``moving``, staged in ``out_dir``) to register onto ``fixed``, the normalized series
     of ``reference``."""
 
@@ -41,32 +41,62 @@ class PairTask(RegisterTask):
 
     reference_visit: str = ""
     targets: list[dict[str, Any]] = field(default_factory=list)
-    window: tuple[float, ...] | None = None  # the baseline's (lo, hi)
+    window: tuple[float, float] | None = None  # the baseline's (lo, hi)
 
 
-def _registered(job: RegisterTask, spacing_mm: float) -> tuple[Any, float, Any, tuple[float, ...]] | Outcome:
+@dataclass(frozen=True)
+class Registered:
+    """A series registered onto its visit's T1w: its new renders, grid, provenance step and QC."""
+
+    renders: list[dict[str, Any]]
+    spacing: tuple[float, ...]
+    shape: tuple[int, ...]
+    step: Step
+    qc: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A follow-up T1w rendered at the baseline's targets: the paired renders and the provenance step."""
+
+    renders: list[dict[str, Any]]
+    step: Step
+
+
+@dataclass(frozen=True)
+class Carried:
+    """The visit's T1w targets carried onto another sequence: the new target renders, the targets placed and those
+    missed (target -> why), and the provenance step."""
+
+    renders: list[dict[str, Any]]
+    targets: list[dict[str, Any]]
+    missed: dict[str, str]
+    step: Step
+
+
+def _registered(job: RegisterTask, spacing_mm: float) -> tuple[Any, float, Any, tuple[float, ...]] | Outcome[Any]:
     """``job.moving`` registered rigidly onto ``job.fixed`` (on copies at ``spacing_mm``) and resampled onto the
     fixed grid: (transform, final metric, NIfTI image, the fixed image's spacing), or the failure."""
     import nibabel as nib
 
     try:
-        fixed_img, moving_img = nib.load(job.fixed), nib.load(job.moving)
+        fixed_img: Any = nib.load(job.fixed)  # a NIfTI/Analyze image (nibabel types it as any file-based one)
+        moving_img: Any = nib.load(job.moving)
         tx, metric, out = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), spacing_mm)
     except Exception as exc:
-        return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}")
+        return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}", job)
     spacing = tuple(round(float(z), 4) for z in fixed_img.header.get_zooms()[:3])
     return tx, metric, from_sitk(out, fixed_img.affine, spacing), spacing
 
 
-def register_series(task: RegisterTask | Mapping[str, Any]) -> Outcome:
+def register_series(job: RegisterTask) -> Outcome[Registered]:
     """Rigid registration of a normalized series to its visit's T1w (Mattes MI), resampled onto the T1w grid,
     then rendered again. Single-threaded with regular sampling, so the result is the same on every run."""
-    job = RegisterTask.of(task)
     p = job.params
     out_dir, final_dir = Path(job.out_dir), Path(job.final_dir)
     done = _registered(job, REGISTER_SPACING)
     if isinstance(done, Outcome):
-        return done
+        return done.passed_on()
     tx, metric, img, spacing = done
     data = np.asarray(img.dataobj, dtype=np.float32)
     save_nifti(img, out_dir / "volume.nii.gz")
@@ -81,24 +111,23 @@ def register_series(task: RegisterTask | Mapping[str, Any]) -> Outcome:
     params = [round(float(v), 4) for v in tx.GetParameters()] if hasattr(tx, "GetParameters") else []
     step = step_record("register_rigid", reference=job.reference, metric="MattesMI", final_metric=round(metric, 4),
                        transform=params)
-    return Outcome.success(renders=renders, spacing=spacing, shape=tuple(int(v) for v in data.shape), step=step,
-                           qc={**volume_qc(data, fg, spacing, {}), "planes_refused": sorted(refused),
-                               "planes_refused_reason": refused, "anatomy": located["anatomy"],
-                               "targets": located["targets"]})
+    return Outcome.success(Registered(
+        renders=renders, spacing=spacing, shape=tuple(int(v) for v in data.shape), step=step,
+        qc={**volume_qc(data, fg, spacing, {}), "planes_refused": sorted(refused), "planes_refused_reason": refused,
+            "anatomy": located["anatomy"], "targets": located["targets"]}))
 
 
 REGISTER_SPACING = 2.0  # mm: within-visit registrations run on copies at this spacing
 PAIR_SPACING = 3.0  # mm: longitudinal registrations run on copies at this spacing, then resample the 1 mm volume
 
 
-def pair_series(task: PairTask | Mapping[str, Any]) -> Outcome:
+def pair_series(job: PairTask) -> Outcome[Paired]:
     """A follow-up T1w registered (rigid, Mattes MI on 3 mm copies) to the baseline T1w and rendered at the
     baseline's target slices (same grid, so the same position in mm) with the baseline's window."""
-    job = PairTask.of(task)
     p = job.params
     done = _registered(job, PAIR_SPACING)
     if isinstance(done, Outcome):
-        return done
+        return done.passed_on()
     tx, metric, img, spacing = done
     data = np.asarray(img.dataobj, dtype=np.float32)
     fg = data > float(data.mean())
@@ -111,7 +140,7 @@ def pair_series(task: PairTask | Mapping[str, Any]) -> Outcome:
     step = step_record("register_to_baseline", reference=job.reference, reference_visit=job.reference_visit,
                        metric="MattesMI", final_metric=round(metric, 4), spacing_mm=PAIR_SPACING,
                        baseline_to_followup_ras=[[round(float(v), 5) for v in row] for row in ras])
-    return Outcome.success(renders=renders, step=step)
+    return Outcome.success(Paired(renders, step))
 
 
 @dataclass(frozen=True)
@@ -122,10 +151,10 @@ class CarryTask(RegisterTask):
 
     targets: list[dict[str, Any]] = field(default_factory=list)
     own: list[dict[str, Any]] = field(default_factory=list)
-    window: tuple[float, ...] | None = None
+    window: tuple[float, float] | None = None
 
 
-def carry_series(task: CarryTask | Mapping[str, Any]) -> Outcome:
+def carry_series(job: CarryTask) -> Outcome[Carried]:
     """The visit's T1w point targets on another of its sequences: a rigid registration (Mattes MI on 2 mm copies)
     maps each T1w centre into the series, which is rendered there on its own grid and with its own window. A carried
     centre more than CARRY_MAX_OFFSET_MM from the series' own placement means the registration failed: the series
@@ -134,12 +163,12 @@ def carry_series(task: CarryTask | Mapping[str, Any]) -> Outcome:
 
     from curation.imaging.targets import CARRY_MAX_OFFSET_MM, carry_targets
 
-    job = CarryTask.of(task)
     try:
-        fixed_img, moving_img = nib.load(job.fixed), nib.load(job.moving)
+        fixed_img: Any = nib.load(job.fixed)  # a NIfTI/Analyze image (nibabel types it as any file-based one)
+        moving_img: Any = nib.load(job.moving)
         tx, metric, _ = register_rigid(to_sitk(fixed_img), to_sitk(moving_img), REGISTER_SPACING, resample=False)
     except Exception as exc:
-        return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}")
+        return Outcome.failure("registration_failed", f"{type(exc).__name__}: {exc}", job)
     data = np.asarray(moving_img.dataobj, dtype=np.float32)
     to_series = ras_matrix(tx)
     located_by = f"registered_to:{job.reference}"
@@ -157,4 +186,4 @@ def carry_series(task: CarryTask | Mapping[str, Any]) -> Outcome:
                        spacing_mm=REGISTER_SPACING, carried=sorted(t["target"] for t in placed),
                        offset_from_own_mm=offsets, kept_own=sorted(disagree),
                        reference_to_series_ras=[[round(float(v), 5) for v in row] for row in to_series])
-    return Outcome.success(renders=renders, targets=placed, missed=missed, step=step)
+    return Outcome.success(Carried(renders, placed, missed, step))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 from curation.ingest.base import IngestContext, numeric_scores, read_csv_rows, to_float
-from curation.ingest.dicomscan import inspect_dicom, instance_identity, uid_collisions
+from curation.ingest.dicomscan import ScannedDicom, inspect_dicom, instance_identity, uid_collisions
 from curation.jsonio import batched
 from curation.names import is_utf8_name
 from curation.parallel import pmap
@@ -32,7 +32,7 @@ def sequence_for(description: str, rules: list[dict[str, str]]) -> str | None:
     return None
 
 
-def _scan_folder(task: tuple[str, list[str]]) -> tuple[str, list[tuple[str, Outcome]]]:
+def _scan_folder(task: tuple[str, list[str]]) -> tuple[str, list[tuple[str, Outcome[ScannedDicom]]]]:
     """One image folder's files (listed, and checked inside the raw folder, by the caller)."""
     folder, files = task
     return folder, [(f, inspect_dicom(f)) for f in sorted(files)]
@@ -47,7 +47,7 @@ def ingest(ctx: IngestContext) -> Iterator[Case]:
         ctx.report.fail(".", "clinical_csv_missing", f"no file matching {spec['clinical_csv']}")
     for csv_path in csvs:
         ctx.report.inputs += 1
-        validators = {"exam_date": _date, "age": to_float, "education_years": to_float}
+        validators: dict[str, Callable[[str], Any]] = {"exam_date": _date, "age": to_float, "education_years": to_float}
         for row in read_csv_rows(ctx, csv_path, cols, spec["required"], validators):
             if not PTID.match(row["subject_id"]):
                 ctx.report.fail(f"{ctx.rel_raw(csv_path)}:{row['_line']}", "csv_bad_row",
@@ -108,7 +108,7 @@ def _ida_metadata(ctx: IngestContext) -> dict[str, dict[str, Any]]:
         for term in root.findall(spec["protocol_terms"]):
             name = term.get("term") or ""
             if name in spec["keep_terms"] and (term.text or "").strip():
-                meta[name] = term.text.strip()
+                meta[name] = (term.text or "").strip()
         out["I" + uid.removeprefix("I")] = meta
     return out
 
@@ -161,26 +161,26 @@ def _scan_participants(ctx: IngestContext, image_root: Path, participants: list[
         owners: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
         for _, results in scanned:
             for f, info in results:
-                if info.ok and info.data.get("sop_uid"):
-                    d = info.data
-                    owners[d["sop_uid"]].append((ctx.rel_raw(Path(f)), d["patient_id"], d["series_uid"]))
+                if info.ok and info.value.sop_uid:
+                    d = info.value
+                    owners[d.sop_uid].append((ctx.rel_raw(Path(f)), d.patient_id, d.series_uid))
         collisions = _counted(ctx, uid_collisions(owners))
     series_by_ptid: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for folder, results in scanned:
         fpath = Path(folder)
         ptid, desc, stamp, image_id = fpath.relative_to(image_root).parts
-        good: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+        good: dict[str, list[tuple[str, ScannedDicom]]] = defaultdict(list)
         for f, info in results:
             ctx.report.inputs += 1
             rel = ctx.rel_raw(Path(f))
             if info.ok and rel in collisions:
                 code, detail = collisions[rel]
-                info = Outcome.skip(code, detail) if code == "duplicate_instance" else Outcome.failure(code, detail)
+                info = (Outcome.skip if code == "duplicate_instance" else Outcome.failure)(code, detail, f)
             if ctx.report.record(rel, info):
-                good[info.data["series_uid"]].append((f, info.data))
+                good[info.value.series_uid].append((f, info.value))
         m = STAMP.match(stamp)
         for uid, members in sorted(good.items()):
-            patients = sorted({d["patient_id"] for _, d in members})
+            patients = sorted({d.patient_id for _, d in members})
             if len(patients) > 1:  # one volume of two people's slices: none of them is used
                 for f, _ in members:
                     ctx.report.fail(ctx.rel_raw(Path(f)), "series_mixes_patients",
@@ -188,13 +188,13 @@ def _scan_participants(ctx: IngestContext, image_root: Path, participants: list[
                 continue
             first = members[0][1]
             acq = _date(m.group(1)) if m else (
-                datetime.strptime(first["study_date"], "%Y%m%d").date() if first["study_date"] else None
+                datetime.strptime(first.study_date, "%Y%m%d").date() if first.study_date else None
             )
             series_by_ptid[ptid].append({
                 "image_id": image_id, "uid": uid, "description": desc.replace("_", " "),
-                "date": acq, "files": [f for f, _ in members], "modality": first["modality"] or "MR",
-                "sex": {d["patient_sex"] for _, d in members if d.get("patient_sex") in ("M", "F")},
-                "age": next((d["patient_age"] for _, d in members if d.get("patient_age") is not None), None),
+                "date": acq, "files": [f for f, _ in members], "modality": first.modality or "MR",
+                "sex": {d.patient_sex for _, d in members if d.patient_sex in ("M", "F")},
+                "age": next((d.patient_age for _, d in members if d.patient_age is not None), None),
             })
     return series_by_ptid
 

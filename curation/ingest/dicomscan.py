@@ -5,24 +5,36 @@ The reading and the checks (preamble, truncated pixels, DICOMDIR, no pixel data)
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime
 
-from curation.io.dicom import read_unbounded
+from curation.io.dicom import DicomHeader, read_unbounded
 from curation.report import Outcome
 
 IDENTITY_TAGS = ("SOPInstanceUID", "PatientID", "SeriesInstanceUID")
 
 
-def inspect_dicom(path: str) -> Outcome:
-    """An ok outcome with the header fields in ``data`` (``series_uid``, ``study_date``, ``modality``, ``sop_uid``...),
-    or why the file is not used (``skipped:not_dicom``, ``dicom_truncated``...)."""
+@dataclass(frozen=True)
+class ScannedDicom(DicomHeader):
+    """What ingest's scan reads from one DICOM file: the header fields, the instance UID and the patient's sex and
+    age as the header gives them."""
+
+    sop_uid: str
+    patient_sex: str
+    patient_age: float | None
+
+
+def inspect_dicom(path: str) -> Outcome[ScannedDicom]:
+    """The file's header fields, or why the file is not used (``skipped:not_dicom``, ``dicom_truncated``...)."""
     ds, info = read_unbounded(path)
     if not info.ok:
-        return info
-    return Outcome.success(**info.data, sop_uid=str(ds.get("SOPInstanceUID", "") or ""),
-                           patient_sex=str(ds.get("PatientSex", "") or "").strip().upper(),
-                           patient_age=header_age(str(ds.get("PatientAge", "") or ""),
-                                                  str(ds.get("PatientBirthDate", "") or ""), info.data["study_date"]))
+        return info.passed_on()
+    header = info.value
+    return Outcome.success(ScannedDicom(
+        **vars(header), sop_uid=str(ds.get("SOPInstanceUID", "") or ""),
+        patient_sex=str(ds.get("PatientSex", "") or "").strip().upper(),
+        patient_age=header_age(str(ds.get("PatientAge", "") or ""), str(ds.get("PatientBirthDate", "") or ""),
+                               header.study_date)))
 
 
 def header_age(age: str, birth: str, study: str) -> float | None:

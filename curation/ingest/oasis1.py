@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from curation.ingest.base import IngestContext, numeric_scores, path_digest, read_csv_rows, to_float
-from curation.ingest.volumes import volumes_by_session
+from curation.ingest.volumes import VolumeInfo, volumes_by_session
 from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
 
 
@@ -26,8 +27,8 @@ def ingest(ctx: IngestContext) -> list[Case]:
         ctx.report.fail(".", "clinical_csv_missing", f"no file matching {spec['clinical_csv']}")
     for csv_path in csvs:
         ctx.report.inputs += 1
-        validators = {"age": to_float, "education_years": to_float, "cdr": to_float, "mmse": to_float,
-                      "delay": to_float}
+        validators: dict[str, Callable[[str], Any]] = {"age": to_float, "education_years": to_float,
+                                                        "cdr": to_float, "mmse": to_float, "delay": to_float}
         for row in read_csv_rows(ctx, csv_path, spec["columns"], spec["required"], validators):
             if not session_re.match(row["session_id"]):
                 ctx.report.fail(f"{ctx.rel_raw(csv_path)}:{row['_line']}", "csv_bad_row",
@@ -67,7 +68,7 @@ def ingest(ctx: IngestContext) -> list[Case]:
 
 
 def _case(ctx: IngestContext, subject: str, sessions: list[str], rows: dict[str, dict[str, Any]],
-          images: dict[str, list[tuple[str, dict[str, Any]]]]) -> Case:
+          images: dict[str, list[tuple[str, VolumeInfo]]]) -> Case:
     spec = ctx.spec
     case_id = ctx.case_id(subject)
     visits = []
@@ -91,7 +92,7 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], rows: dict[str,
                 files.append(ctx.store(img, case_id, f"{session}/{img.name}"))
             visit.series.append(Series(
                 series_id=f"{visit.visit_id}-mpr{n + 1}", format="analyze", sequence="T1w",
-                description="MPRAGE", files=files, shape=tuple(info["shape"][:3]),
+                description="MPRAGE", files=files, shape=tuple(info.shape[:3]),
             ))
         visits.append(visit)
     patient = Patient()

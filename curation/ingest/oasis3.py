@@ -11,7 +11,7 @@ from typing import Any
 
 from curation.ingest.base import IngestContext, path_digest, read_csv_rows, to_float
 from curation.ingest.sequences import sequence_of_suffix
-from curation.ingest.volumes import volumes_by_session
+from curation.ingest.volumes import VolumeInfo, volumes_by_session
 from curation.report import Outcome
 from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
 
@@ -58,7 +58,7 @@ def ingest(ctx: IngestContext) -> list[Case]:
 
 
 def _case(ctx: IngestContext, subject: str, sessions: list[str], demo: dict[str, Any] | None,
-          clinical: list[dict[str, Any]], images: dict[str, list[tuple[str, dict[str, Any]]]]) -> Case:
+          clinical: list[dict[str, Any]], images: dict[str, list[tuple[str, VolumeInfo]]]) -> Case:
     spec = ctx.spec
     session_re = re.compile(spec["session_pattern"])
     case_id = ctx.case_id(subject)
@@ -91,12 +91,12 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], demo: dict[str,
             if sidecar_path.exists():
                 read = _read_sidecar(ctx, sidecar_path)
                 if ctx.report.record(ctx.rel_raw(sidecar_path), read):
-                    sidecar = read.data["sidecar"]
+                    sidecar = read.value
                     files.append(ctx.store(sidecar_path, case_id, f"{rel_dir.as_posix()}/{sidecar_path.name}"))
             visit.series.append(Series(
                 series_id=f"{visit.visit_id}-{rel_dir.parts[-1]}-{suffix}", format="nifti",
                 sequence=sequence_of_suffix(suffix), description=suffix, files=files,
-                shape=tuple(info["shape"][:3]), sidecar=sidecar,
+                shape=tuple(info.shape[:3]), sidecar=sidecar,
             ))
         visits.append(visit)
     patient = Patient()
@@ -117,8 +117,8 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], demo: dict[str,
                 provenance=Provenance(source_paths=sorted(path_digest(s) for s in sessions)))
 
 
-def _read_sidecar(ctx: IngestContext, path: Path) -> Outcome:
-    """A BIDS JSON sidecar as an object (``data["sidecar"]``), or why not; the series is kept without it."""
+def _read_sidecar(ctx: IngestContext, path: Path) -> Outcome[dict[str, Any]]:
+    """A BIDS JSON sidecar as an object, or why not; the series is kept without it."""
     if not ctx.inside_raw(path):
         return Outcome.failure("outside_raw", "a symlink that resolves outside the raw folder; not read")
     if not path.is_file():  # a FIFO or a device would block or never end
@@ -138,4 +138,4 @@ def _read_sidecar(ctx: IngestContext, path: Path) -> Outcome:
         return Outcome.failure("unreadable", f"{type(exc).__name__}: {exc}")
     if not isinstance(doc, dict):
         return Outcome.failure("sidecar_not_object", f"top level is {type(doc).__name__}, not an object")
-    return Outcome.success(sidecar=doc)
+    return Outcome.success(doc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,14 @@ if TYPE_CHECKING:
     from curation.ingest.base import IngestContext
 
 CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    """What the check of a complete volume read from its header: its shape and voxel size (mm)."""
+
+    shape: tuple[int, ...]
+    zooms: list[float]
 
 
 def _stream_length(path: Path, cap: int) -> int:
@@ -30,13 +39,18 @@ def _stream_length(path: Path, cap: int) -> int:
     return total
 
 
-def inspect_volume(task: str | tuple[str, int | None]) -> Outcome:
+def inspect_volume(task: str | tuple[str, int | None]) -> Outcome[VolumeInfo]:
     """``task``: a path, or ``(path, max_bytes)``. The header is checked against the bound first; then the data
-    stream is read through (bounded memory, capped) to prove the .img / gzip stream is complete. An ok outcome
-    carries ``shape`` and ``zooms``."""
+    stream is read through (bounded memory, capped) to prove the .img / gzip stream is complete. A failure keeps
+    the path as its raw input."""
+    path, max_bytes = (task, None) if isinstance(task, str) else task
+    res = _inspect(path, max_bytes)
+    return res if res.ok else res.passed_on(path)
+
+
+def _inspect(path: str, max_bytes: int | None) -> Outcome[VolumeInfo]:
     import nibabel as nib
 
-    path, max_bytes = (task, None) if isinstance(task, str) else task
     try:
         img: Any = nib.load(path)
         shape = tuple(int(v) for v in img.shape)
@@ -55,7 +69,7 @@ def inspect_volume(task: str | tuple[str, int | None]) -> Outcome:
         if have < offset + need:
             return Outcome.failure("volume_unreadable",
                                    f"truncated: {data_file.name} holds {max(0, have - offset)} of {need} data bytes")
-        return Outcome.success(shape=shape, zooms=[float(z) for z in img.header.get_zooms()[:3]])
+        return Outcome.success(VolumeInfo(shape, [float(z) for z in img.header.get_zooms()[:3]]))
     except FileNotFoundError as exc:
         return Outcome.failure("volume_missing_part", str(exc))
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
@@ -64,15 +78,15 @@ def inspect_volume(task: str | tuple[str, int | None]) -> Outcome:
         return Outcome.failure("volume_unreadable", f"{type(exc).__name__}: {exc}")
 
 
-def volumes_by_session(ctx: IngestContext, paths: list[str]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+def volumes_by_session(ctx: IngestContext, paths: list[str]) -> dict[str, list[tuple[str, VolumeInfo]]]:
     """Each volume checked (in parallel, within ``bounds.max_volume_bytes``) and counted as an input; the complete
     ones grouped by their session folder (the first part of their path under the raw folder), the rest
     quarantined."""
-    by_session: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    by_session: dict[str, list[tuple[str, VolumeInfo]]] = {}
     tasks = [(p, ctx.bounds.max_volume_bytes) for p in paths]
     for path, info in zip(paths, pmap(inspect_volume, tasks, workers=ctx.workers, scheduler=ctx.scheduler),
                           strict=True):
         ctx.report.inputs += 1
         if ctx.report.record(ctx.rel_raw(Path(path)), info):
-            by_session.setdefault(Path(path).relative_to(ctx.raw).parts[0], []).append((path, info.data))
+            by_session.setdefault(Path(path).relative_to(ctx.raw).parts[0], []).append((path, info.value))
     return by_session

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -59,50 +60,70 @@ def inflated_size_over(fh: IO[bytes], limit: int) -> int | None:
     return None
 
 
-def read_checked(path: str | Path, header: bool = True, max_inflated: int | None = None) -> tuple[Any, Outcome]:
-    """Read a file once: ``(dataset, ok outcome with the header fields)`` or ``(None, why not)``. A deflated dataset
-    that would inflate past ``max_inflated`` bytes (default ``bounds.max_volume_bytes``) is refused unread.
-    ``header=False`` checks the file is usable without collecting the header fields."""
+@dataclass(frozen=True)
+class DicomHeader:
+    """The header fields of a usable DICOM image file that ingest groups series by."""
+
+    series_uid: str
+    study_date: str
+    description: str
+    modality: str
+    patient_id: str
+    position: list[float] | None
+    instance: int
+    frames: int
+    burned_in: str
+    sop_class: str
+
+
+def read_checked(path: str | Path, max_inflated: int | None = None) -> tuple[Any, Outcome[None]]:
+    """Read a file once and check it is usable: ``(dataset, ok outcome)`` or ``(None, why not)``. A deflated dataset
+    that would inflate past ``max_inflated`` bytes (default ``bounds.max_volume_bytes``) is refused unread."""
     limit = max_inflated if max_inflated is not None else default_max_inflated()
-    return _read(path, header, limit)
+    return _read(path, limit)
 
 
-def _read(path: str | Path, header: bool, inflate_limit: int | None) -> tuple[Any, Outcome]:
-    """The one DICOM read: preamble, optional inflation bound (None: unchecked), pydicom, then the usability checks."""
+def _read(path: str | Path, inflate_limit: int | None) -> tuple[Any, Outcome[None]]:
+    """The one DICOM read: preamble, optional inflation bound (None: unchecked), pydicom, then the usability checks.
+    A failure keeps the path as its raw input."""
     import pydicom
     from pydicom.errors import InvalidDicomError
 
     try:
         with Path(path).open("rb") as fh:
             if not has_dicm_prefix(fh.read(PREAMBLE + 4)):
-                return None, NOT_DICOM
+                return None, NOT_DICOM.passed_on(str(path))
             if inflate_limit is not None:
                 over = inflated_size_over(fh, inflate_limit)
                 if over is not None:
                     return None, Outcome.failure(
                         "dicom_inflates_too_large",
-                        f"deflated dataset inflates past {over} bytes (bound {inflate_limit})")
+                        f"deflated dataset inflates past {over} bytes (bound {inflate_limit})", str(path))
             fh.seek(0)
             try:
                 ds = pydicom.dcmread(fh)
             except InvalidDicomError as exc:
-                return None, Outcome.failure("dicom_invalid", str(exc))
+                return None, Outcome.failure("dicom_invalid", str(exc), str(path))
             except Exception as exc:  # pydicom raises many types on broken files
-                return None, Outcome.failure("dicom_unreadable", f"{type(exc).__name__}: {exc}")
+                return None, Outcome.failure("dicom_unreadable", f"{type(exc).__name__}: {exc}", str(path))
     except OSError as exc:
-        return None, Outcome.failure("unreadable", str(exc))
-    info = check_dataset(ds, header=header)
-    return (ds if info.ok else None), info
+        return None, Outcome.failure("unreadable", str(exc), str(path))
+    info = check_dataset(ds)
+    return (ds, info) if info.ok else (None, info.passed_on(str(path)))
 
 
-def read_unbounded(path: str | Path, header: bool = True) -> tuple[Any, Outcome]:
-    """:func:`read_checked` without the inflation bound (ingest's header scan, which has never applied it)."""
-    return _read(path, header, None)
+def read_unbounded(path: str | Path) -> tuple[Any, Outcome[DicomHeader]]:
+    """:func:`read_checked` without the inflation bound (ingest's header scan, which has never applied it), with
+    the header fields."""
+    ds, info = _read(path, None)
+    if not info.ok:
+        return None, info.passed_on()
+    header = dicom_header(ds)
+    return (ds, header) if header.ok else (None, header.passed_on(str(path)))
 
 
-def check_dataset(ds: Any, header: bool = True) -> Outcome:
-    """Header fields of a read dataset (in ``data``), or why it cannot be used (no meta, DICOMDIR, truncated
-    pixels...). ``header=False``: only whether it can be used."""
+def check_dataset(ds: Any) -> Outcome[None]:
+    """Whether a read dataset can be used, or why not (no meta, DICOMDIR, truncated pixels...)."""
     meta = getattr(ds, "file_meta", None)
     if meta is None or "TransferSyntaxUID" not in meta:
         return Outcome.failure("dicom_no_meta", "file meta information missing")
@@ -119,10 +140,16 @@ def check_dataset(ds: Any, header: bool = True) -> Outcome:
             pixels = ds.get_item("PixelData").value  # as read: the bytes stay undecoded
             if len(pixels) < expected:
                 return Outcome.failure("dicom_truncated", f"pixel data has {len(pixels)} of {expected} bytes")
-        if not header:
-            return Outcome.success()
+        return Outcome.success(None)
+    except Exception as exc:
+        return Outcome.failure("dicom_malformed", f"{type(exc).__name__}: {exc}")
+
+
+def dicom_header(ds: Any) -> Outcome[DicomHeader]:
+    """The header fields of a usable dataset, or ``dicom_malformed`` when one cannot be read."""
+    try:
         ipp = ds.get("ImagePositionPatient")
-        return Outcome.success(
+        return Outcome.success(DicomHeader(
             series_uid=str(ds.get("SeriesInstanceUID", "")),
             study_date=str(ds.get("StudyDate", "") or ds.get("SeriesDate", "") or ""),
             description=str(ds.get("SeriesDescription", "") or ""),
@@ -133,7 +160,7 @@ def check_dataset(ds: Any, header: bool = True) -> Outcome:
             frames=int(ds.get("NumberOfFrames", 1) or 1),
             burned_in=str(ds.get("BurnedInAnnotation", "") or ""),
             sop_class=str(ds.get("SOPClassUID", "")),
-        )
+        ))
     except Exception as exc:
         return Outcome.failure("dicom_malformed", f"{type(exc).__name__}: {exc}")
 

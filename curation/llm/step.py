@@ -12,8 +12,9 @@ A step declares, and only declares:
   unusable; and, when it needs them, ``messages`` (images attached) and ``sampling`` (temperature, seed).
 
 The base does the rest the same way for every step: it renders the prompt, asks the project's client (its cache,
-retries and schema validation), parses the reply into the reply model, and returns a ``StepOutcome`` whose
-provenance (step, version, prompt id and version, model, cache key, the step's params) it fills in itself. A
+retries and schema validation), parses the reply into the reply model, and returns a ``StepOutcome``, the project's
+one ``Outcome`` with the reply as its value and the provenance (step, version, prompt id and version, model, cache
+key, the step's params) the base fills in itself. A
 failed call or an unusable reply is an outcome too, never an exception: it keeps the raw input and the raw reply
 text, so whoever tunes the prompt sees exactly what the model said to what.
 """
@@ -33,6 +34,7 @@ from curation.report import Kind, Outcome
 
 In = TypeVar("In")
 Out = TypeVar("Out")
+Reply = TypeVar("Reply", covariant=True)
 
 UNPARSABLE = "unparsable_reply"
 
@@ -60,21 +62,12 @@ class Provenance:
 
 
 @dataclass(frozen=True)
-class StepOutcome(Outcome, Generic[Out]):
-    """An ``Outcome`` with the step's typed reply (``value``, None on failure), its provenance, and the raw input
-    and reply text (kept on failures, as distilabel keeps a failed row with its raw output)."""
+class StepOutcome(Outcome[Reply]):
+    """The ``Outcome`` of an LLM step: the typed reply as ``value``, the provenance the base recorded, and the raw
+    reply text beside the raw input (kept on failures too, as distilabel keeps a failed row with its raw output)."""
 
-    value: Out | None = None
     provenance: Provenance | None = None
-    raw_input: Any = None
     raw_reply: tuple[str, ...] = ()
-
-    @property
-    def reply(self) -> Out:
-        """The typed reply of an ok outcome."""
-        if self.kind is not Kind.ok or self.value is None:
-            raise ValueError(f"no reply: the step failed ({self.code})")
-        return self.value
 
     @property
     def origin(self) -> Provenance:
@@ -156,7 +149,7 @@ class LLMStep(ABC, Generic[In, Out]):
         raw = tuple(res.texts)
         if res.ok:
             try:
-                return StepOutcome(Kind.ok, value=self.parse(res.value), provenance=prov, raw_input=inp, raw_reply=raw)
+                return StepOutcome(Kind.ok, _value=self.parse(res.value), provenance=prov, raw_input=inp, raw_reply=raw)
             except ValidationError:
                 return StepOutcome(Kind.failed, UNPARSABLE, provenance=prov, raw_input=inp, raw_reply=raw)
         return StepOutcome(Kind.failed, res.error or "unknown", provenance=prov, raw_input=inp, raw_reply=raw)

@@ -153,10 +153,10 @@ def _verify(client: Any, items: list[Item], params: FilterParams, report: Report
         if not out.ok:
             report.counts[f"verifier_failed:{out.code.split(':')[0]}"] += 1
             continue
-        failed = out.reply.failed()
-        i.quality["verifier"] = {"model": out.origin.requested_model, "passed": not failed, "reason": out.reply.reason}
+        failed = out.value.failed()
+        i.quality["verifier"] = {"model": out.origin.requested_model, "passed": not failed, "reason": out.value.reason}
         if failed:
-            drop[i.item_id] = (f"verifier:{failed[0]}", out.reply.reason or "")
+            drop[i.item_id] = (f"verifier:{failed[0]}", out.value.reason or "")
     report.metrics["verifier_calls"] = client.usage.as_metrics()
 
 
@@ -194,7 +194,7 @@ def _difficulty(items: list[Item], params: FilterParams, llm: LlmParams, report:
         per_model[spec.name] = _correct_rates(model_client(llm, spec, 0.7), prompt, live, params.difficulty_samples,
                                               0.7, True)
     for i in live:
-        rates = {m: r[i.item_id] for m, r in per_model.items() if r.get(i.item_id) is not None}
+        rates = {m: rate for m, r in per_model.items() if (rate := r.get(i.item_id)) is not None}
         if not rates:
             continue
         mean = sum(rates.values()) / len(rates)

@@ -57,7 +57,7 @@ class ItemStep(LLMStep[Item, R]):
         item.augmentations.append(Augmentation(step=prov.step, model=prov.model, prompt_id=prov.prompt_id,
                                                prompt_version=prov.prompt_version, cache_key=prov.cache_key,
                                                replaced=self.replaced(item)))
-        self.change(item, outcome.reply)
+        self.change(item, outcome.value)
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ class CaptionQuestions(FigureStep[CaptionQuestionsReply]):
     def items(self, inp: FigureInput, outcome: StepOutcome[CaptionQuestionsReply]) -> list[Item]:
         case, fig, prov = inp.case, inp.figure, outcome.origin
         out = []
-        for n, q in enumerate(outcome.reply.questions[: self.params.per_figure]):
+        for n, q in enumerate(outcome.value.questions[: self.params.per_figure]):
             options = [" ".join(o.split()) for o in q.options]
             body = {"case_id": case.case_id, "figure": fig.figure_id, "prompt": [prov.prompt_id, prov.prompt_version],
                     "n": n, "question": q.question, "options": options}

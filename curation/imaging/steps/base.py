@@ -8,7 +8,7 @@ What a step records comes from the constants it runs with (``step_record(name, *
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,18 +20,8 @@ from curation.schema import Step
 VERSION = "1"
 
 
-class FromMapping:
-    """``of(task)``: a task dataclass from a mapping with its field names (the dicts tasks used to be)."""
-
-    @classmethod
-    def of(cls, task: Any) -> Any:
-        if isinstance(task, cls):
-            return task
-        return cls(**{f.name: task[f.name] for f in fields(cls) if f.name in task})  # type: ignore[arg-type]
-
-
 @dataclass(frozen=True)
-class SeriesTask(FromMapping):
+class SeriesTask:
     """One series to normalize: its files, where its outputs are staged (``out_dir``) and where they will lie once
     the stage commits (``final_dir``, the paths written into the records). Plain data, so it pickles to workers."""
 
@@ -76,7 +66,7 @@ class SeriesContext:
 class Refused(Exception):
     """A step that will not go on with this series; its outcome is the quarantine reason."""
 
-    def __init__(self, outcome: Outcome) -> None:
+    def __init__(self, outcome: Outcome[Any]) -> None:
         super().__init__(outcome.detail)
         self.outcome = outcome
 

@@ -128,3 +128,30 @@ def test_a_real_head_fitted_again_is_read_back_with_the_same_targets(store: Path
     tpl = anatomy.template_maps(templatefit.registration_presets().grid_mm)
     a, b = (f.on_series([tpl.brain], tpl, data.shape, aff)[0] for f in (first, again))
     assert np.array_equal(a, b)
+
+
+@pytest.mark.integration  # SimpleITK registration
+@pytest.mark.skipif(not (HEADS / "stroke_T1.nii.gz").is_file(), reason="../shared/fixtures/heads absent")
+def test_a_rigid_registration_is_read_back_for_the_same_pair_only(store: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two real scans of one head (the stroke patient's T1 and T2): registered once, read back the second time with
+    the same transform and the same resampled bytes; the pair the other way round, or a changed voxel, is a miss."""
+    import nibabel as nib
+    import SimpleITK as sitk
+
+    from curation.imaging import sitk as sitk_setup
+
+    t1, t2 = (sitk_setup.to_sitk(nib.as_closest_canonical(nib.load(HEADS / f"stroke_{s}.nii.gz")))
+              for s in ("T1", "T2"))
+    tx, metric, out = sitk_setup.register_rigid(t1, t2, 2.0)
+    assert len(list(store.glob("??/*"))) == 1
+    with monkeypatch.context() as m:
+        m.setattr(sitk_setup, "registration", lambda *a, **k: pytest.fail("the same pair was registered again"))
+        tx2, metric2, out2 = sitk_setup.register_rigid(t1, t2, 2.0)
+    assert metric2 == metric and np.array_equal(sitk_setup.ras_matrix(tx2), sitk_setup.ras_matrix(tx))
+    assert np.array_equal(sitk.GetArrayViewFromImage(out2), sitk.GetArrayViewFromImage(out))
+    changed = sitk.Image(t2)
+    changed[10, 10, 10] = float(changed[10, 10, 10]) + 1.0
+    for fixed, moving in ((t2, t1), (t1, changed)):
+        sitk_setup.register_rigid(fixed, moving, 2.0, resample=False)
+    assert len(list(store.glob("??/*"))) == 3

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from curation.errors import InputError, ParamsError
-from curation.generate.engine import Engine, load_templates
+from curation.generate.engine import Engine, _letters, load_templates
 from curation.generate.stage import run as generate
 from curation.jsonio import read_jsonl
 from curation.params import GenerateParams
@@ -225,3 +225,15 @@ def test_next_step_options_are_the_first_steps_of_the_differential() -> None:
     kb["next_steps"]["Disease C"] = ["refer for surgical resection or biopsy"]
     assert differential_next_steps(kb, "Disease A", ["Disease B variant", "Disease D"], "treat A", 3) == \
         ["treat D", "refer for surgical resection or biopsy", "watch and wait"]
+
+
+def test_letters_stay_balanced_when_some_items_have_fewer_options() -> None:
+    # a template whose distractors ran short for some cases: 4 and 5 options mixed (the demo's stroke territory)
+    for widths in ([4, 5, 5, 4, 4, 5, 4, 5, 4], [5] * 4 + [4] * 5, [4] * 5 + [5] * 4, [3, 5, 2, 5, 4, 5, 3]):
+        at = _letters(widths)
+        assert all(0 <= a < w for a, w in zip(at, widths, strict=True))
+        used = Counter(at)
+        shared = [used[k] for k in range(min(widths))]
+        assert max(shared) - min(shared) <= 1, (widths, used)
+        assert all(used[k] <= max(shared) for k in range(min(widths), max(widths))), (widths, used)
+    assert _letters([5] * 7) == [0, 1, 2, 3, 4, 0, 1]  # equal widths: plain round robin

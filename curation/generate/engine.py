@@ -295,17 +295,17 @@ class Engine:
         ), ""
 
     def finalize(self, items: list[Item]) -> list[Item]:
-        """Place each MCQ's answer so that every letter is keyed equally often within a template (round robin in
-        the order of a per-case hash, so the letter does not depend on which cases were generated first), then
-        give every item its content id."""
+        """Place each MCQ's answer so that every letter is keyed equally often within a template (the least-used
+        letter the item has, in the order of a per-case hash, so the letter does not depend on which cases were
+        generated first), then give every item its content id."""
         by_template: dict[str, list[Item]] = {}
         for it in items:
             if _keyed(it):
                 by_template.setdefault(it.template_id or "", []).append(it)
         for group in by_template.values():
             group.sort(key=self._letter_order)
-            for n, it in enumerate(group):
-                _place(it, n)
+            for it, at in zip(group, _letters([len(it.options) for it in group]), strict=True):
+                _place(it, at)
         for it in items:
             _identify(it)
         return items
@@ -314,19 +314,21 @@ class Engine:
         """``finalize`` in two passes over a spill file, so memory does not grow with the number of items: the
         first writes the drafts to ``spill`` and keeps only each MCQ's sort key, the second reads them back in the
         order made and places each answer by its rank among its template's keys. Same items, same order."""
-        keys: dict[str, list[str]] = {}  # template -> the sort key of each of its MCQs, in the order made
+        keys: dict[str, list[tuple[str, int]]] = {}  # template -> (sort key, options) of its MCQs, in the order made
         with spill.open("wb") as fh:
             for it in items:
                 if _keyed(it):
-                    keys.setdefault(it.template_id or "", []).append(self._letter_order(it))
+                    keys.setdefault(it.template_id or "", []).append((self._letter_order(it), len(it.options)))
                 pickle.dump(it, fh, protocol=pickle.HIGHEST_PROTOCOL)  # exact round trip of every field
-        # rank of the k-th MCQ of a template in its sorted group (a stable sort: ties keep the order made)
-        ranks: dict[str, list[int]] = {}
+        # the letter of the k-th MCQ of a template, from its place in the sorted group (a stable sort: ties keep
+        # the order made)
+        letters: dict[str, list[int]] = {}
         for t, ks in keys.items():
-            rank = [0] * len(ks)
-            for n, k in enumerate(sorted(range(len(ks)), key=ks.__getitem__)):
-                rank[k] = n
-            ranks[t] = rank
+            order = sorted(range(len(ks)), key=lambda k, ks=ks: ks[k][0])
+            at = [0] * len(ks)
+            for k, letter in zip(order, _letters([ks[k][1] for k in order]), strict=True):
+                at[k] = letter
+            letters[t] = at
         del keys
         seen: Counter[str] = Counter()
         try:
@@ -338,7 +340,7 @@ class Engine:
                         break
                     if _keyed(it):
                         t = it.template_id or ""
-                        _place(it, ranks[t][seen[t]])
+                        _place(it, letters[t][seen[t]])
                         seen[t] += 1
                     _identify(it)
                     yield it
@@ -353,10 +355,23 @@ def _keyed(it: Item) -> bool:
     return bool(it.options) and it.answer_index is not None
 
 
-def _place(it: Item, n: int) -> None:
-    """The answer goes to letter ``n mod options`` (round robin over the template's sorted group)."""
+def _letters(widths: list[int]) -> list[int]:
+    """The answer letter of each MCQ of a template, in its sorted order, given how many options each has: the
+    least-used letter among the item's own, ties going round robin from ``n mod options``. When every item has
+    the same number of options this is plain round robin; when some have fewer (a template whose distractors
+    ran short), the letters they lack are not left to pile up on the ones they share."""
+    used: Counter[int] = Counter()
+    out = []
+    for n, width in enumerate(widths):
+        at = min(range(width), key=lambda k, n=n, width=width: (used[k], (k - n) % width))
+        used[at] += 1
+        out.append(at)
+    return out
+
+
+def _place(it: Item, at: int) -> None:
+    """The answer goes to letter ``at``, the other options keeping their order."""
     others = [o for k, o in enumerate(it.options) if k != it.answer_index]
-    at = n % len(it.options)
     it.options = others[:at] + [it.answer] + others[at:]
     it.answer_index = at
 

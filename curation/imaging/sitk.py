@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -150,19 +151,53 @@ def register_affine(fixed: Any, moving: Any, moving_mask: Any | None = None) -> 
 def register_rigid(fixed: Any, moving: Any, spacing: float, *, resample: bool = True) -> tuple[Any, float, Any]:
     """Rigid transform (fixed points -> moving points; on copies at ``spacing`` mm, shrink 2, 1), its final metric,
     and ``moving`` resampled onto ``fixed`` (linear, float32; None without ``resample``). Two scans of one head: no
-    scaling or shear."""
+    scaling or shear.
+
+    The transform is a pure function of the two images, ``spacing`` and this module's code, so it is kept in the
+    fit store (:mod:`curation.imaging.fitcache`) and read back for the same pair: a re-run pays the resampling, not
+    the registration. Fresh or read back, the transform is rebuilt from its stored numbers, so both give the same
+    bytes."""
     import SimpleITK as sitk
 
+    from curation.imaging import fitcache
+
+    k = fitcache.key(sitk.GetArrayViewFromImage(fixed), _geometry(fixed), "rigid",
+                     (sitk.GetArrayViewFromImage(moving).tobytes(), _geometry(moving).tobytes(),
+                      f"spacing={spacing!r}".encode(), *_rigid_code()))
+    hit = fitcache.load(k, Path("."))  # the entry has no files: only the transform's numbers
     with threads(1):
-        cf, cm = coarse_copy(fixed, spacing), coarse_copy(moving, spacing)
-        init = sitk.CenteredTransformInitializer(cf, cm, sitk.Euler3DTransform(),
-                                                 sitk.CenteredTransformInitializerFilter.MOMENTS)
-        reg = registration(RIGID_SAMPLING, [2, 1], [1.0, 0.0])
-        reg.SetInitialTransform(init, inPlace=False)
-        tx = reg.Execute(cf, cm)
-        metric = float(reg.GetMetricValue())
+        if hit is not None and hit.kind == "rigid":
+            numbers, metric = hit.matrix, hit.metric
+        else:
+            cf, cm = coarse_copy(fixed, spacing), coarse_copy(moving, spacing)
+            init = sitk.CenteredTransformInitializer(cf, cm, sitk.Euler3DTransform(),
+                                                     sitk.CenteredTransformInitializerFilter.MOMENTS)
+            reg = registration(RIGID_SAMPLING, [2, 1], [1.0, 0.0])
+            reg.SetInitialTransform(init, inPlace=False)
+            found = reg.Execute(cf, cm)
+            metric = float(reg.GetMetricValue())
+            euler = sitk.Euler3DTransform(found.GetNthTransform(0) if hasattr(found, "GetNthTransform") else found)
+            numbers = [[float(v) for v in euler.GetParameters()], [float(v) for v in euler.GetFixedParameters()]]
+            fitcache.store(k, fitcache.Entry(numbers, metric, "rigid", [], []), {})
+        tx = sitk.Euler3DTransform()
+        tx.SetFixedParameters(numbers[1])
+        tx.SetParameters(numbers[0])
         out = sitk.Resample(moving, fixed, tx, sitk.sitkLinear, 0.0, sitk.sitkFloat32) if resample else None
     return tx, metric, out
+
+
+def _geometry(image: Any) -> np.ndarray:
+    """An image's origin, spacing and direction, as one array (what its voxels mean in space)."""
+    return np.asarray([*image.GetOrigin(), *image.GetSpacing(), *image.GetDirection()], dtype=np.float64)
+
+
+def _rigid_code() -> tuple[bytes, ...]:
+    """The code parts of a rigid registration's key: this module and the SimpleITK version."""
+    import SimpleITK as sitk
+
+    from curation.imaging import fitcache
+
+    return fitcache.fingerprint([Path(__file__)], [], [sitk.Version_VersionString()])
 
 
 def ras_matrix(tx: Any) -> np.ndarray:

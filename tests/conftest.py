@@ -82,6 +82,31 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, demo_raw: Path) -> Path:
     return work
 
 
+def demo_subset(pipeline: Path, stage: str, project: Path) -> Path:
+    """``stage``'s output for one case of each kind, records and files, in a project folder of its own: an ADNI
+    participant (T1w and FLAIR at two visits: deface, anatomy, carried targets, follow-up pairing), an OASIS-1
+    subject scanned twice and a Radiopaedia case with two series of figures. For tests that run a heavy stage again
+    to compare two ways of running it: they need its variety, not its 37 volumes. Records' paths are relative to the
+    project folder, so the stage runs with ``project`` as its working folder. Returns ``project / stage``."""
+    import json
+
+    lines = (pipeline / stage / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+    cases = [json.loads(line) for line in lines]
+
+    def first(source: str, visits: int, figures: int = 0) -> str:
+        return next(c["case_id"] for c in cases if c["source"] == source and len(c["visits"]) == visits
+                    and len(c["figures"]) >= figures)
+
+    keep = {first("adni", 2), first("oasis1", 2), first("radiopaedia", 0, figures=6)}
+    out = project / stage
+    (out / "files").mkdir(parents=True)
+    for case_id in sorted(keep):
+        shutil.copytree(pipeline / stage / "files" / case_id, out / "files" / case_id)
+    (out / "cases.jsonl").write_text("".join(line + "\n" for line, c in zip(lines, cases, strict=True)
+                                             if c["case_id"] in keep), encoding="utf-8")
+    return out
+
+
 @pytest.fixture(scope="session")
 def label_studio(pipeline: Path, tmp_path_factory: pytest.TempPathFactory):
     """A real Label Studio server on 127.0.0.1 serving the pipeline's images; stopped at the end."""

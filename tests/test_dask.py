@@ -9,7 +9,7 @@ import pytest
 
 from curation.params import load_params
 
-from .conftest import ROOT
+from .conftest import ROOT, demo_subset
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +46,12 @@ def test_deid_dicom_on_dask_matches_local(cluster, demo_raw, tmp_path):
 def test_normalize_on_dask_matches_local(cluster, pipeline, tmp_path, monkeypatch):
     from curation.imaging.normalize import run
 
-    monkeypatch.chdir(pipeline)
+    src = demo_subset(pipeline, "deid", tmp_path / "project")  # a case of each kind: volumes, visits, figures
+    monkeypatch.chdir(tmp_path / "project")
     p = load_params(ROOT / "params.yaml").normalize
     a = tmp_path / "a" / "out"
     b = tmp_path / "b" / "out"
-    run(p, pipeline / "deid", a, workers=2)  # local processes (one volume each, as the Dask workers run them)
-    report = run(p, pipeline / "deid", b, scheduler=cluster)
-    assert report.outputs > 20
+    run(p, src, a, workers=2)  # local processes (one volume each, as the Dask workers run them)
+    report = run(p, src, b, scheduler=cluster)
+    assert report.inputs == report.outputs >= 12  # 6 volumes and 6 figures, none lost
     assert digest(a) == digest(b)

@@ -12,6 +12,8 @@ from nibabel.processing import resample_to_output
 from curation.imaging.steps.n4 import n4_correct
 from curation.imaging.steps.resampling import resample_to_spacing
 
+from .conftest import demo_subset
+
 
 def _centre(img: nib.Nifti1Image, thr: float) -> np.ndarray:
     d = np.asarray(img.dataobj)
@@ -90,8 +92,9 @@ def test_normalize_stage_registers_each_visit_to_its_t1(pipeline, tmp_path, monk
     from curation.params import NormalizeParams
     from curation.schema import Case
 
-    monkeypatch.chdir(pipeline)
-    report = run(NormalizeParams(register_to_t1=True), pipeline / "deid", tmp_path / "norm", workers=2)
+    src = demo_subset(pipeline, "deid", tmp_path / "project")  # an ADNI participant: T1w and FLAIR at two visits
+    monkeypatch.chdir(tmp_path / "project")
+    report = run(NormalizeParams(register_to_t1=True), src, tmp_path / "norm", workers=2)
     cases = list(read_jsonl(tmp_path / "norm" / "cases.jsonl", Case))
     expected = [s for c in cases for v in c.visits if any(x.sequence == "T1w" for x in v.series)
                 for s in v.series if s.sequence != "T1w" and s.nifti]

@@ -303,8 +303,8 @@ class Engine:
             if _keyed(it):
                 by_template.setdefault(it.template_id or "", []).append(it)
         for group in by_template.values():
-            group.sort(key=self._letter_order)
-            for it, at in zip(group, _letters([len(it.options) for it in group]), strict=True):
+            for it, at in zip(group, _letters_in_made_order([(self._letter_order(it), len(it.options))
+                                                             for it in group]), strict=True):
                 _place(it, at)
         for it in items:
             _identify(it)
@@ -313,22 +313,14 @@ class Engine:
     def finalize_stream(self, items: Iterable[Item], spill: Path) -> Iterator[Item]:
         """``finalize`` in two passes over a spill file, so memory does not grow with the number of items: the
         first writes the drafts to ``spill`` and keeps only each MCQ's sort key, the second reads them back in the
-        order made and places each answer by its rank among its template's keys. Same items, same order."""
+        order made and places each answer by the letter its template's keys give it. Same items, same order."""
         keys: dict[str, list[tuple[str, int]]] = {}  # template -> (sort key, options) of its MCQs, in the order made
         with spill.open("wb") as fh:
             for it in items:
                 if _keyed(it):
                     keys.setdefault(it.template_id or "", []).append((self._letter_order(it), len(it.options)))
                 pickle.dump(it, fh, protocol=pickle.HIGHEST_PROTOCOL)  # exact round trip of every field
-        # the letter of the k-th MCQ of a template, from its place in the sorted group (a stable sort: ties keep
-        # the order made)
-        letters: dict[str, list[int]] = {}
-        for t, ks in keys.items():
-            order = sorted(range(len(ks)), key=lambda k, ks=ks: ks[k][0])
-            at = [0] * len(ks)
-            for k, letter in zip(order, _letters([ks[k][1] for k in order]), strict=True):
-                at[k] = letter
-            letters[t] = at
+        letters = {t: _letters_in_made_order(ks) for t, ks in keys.items()}
         del keys
         seen: Counter[str] = Counter()
         try:
@@ -353,6 +345,16 @@ class Engine:
 
 def _keyed(it: Item) -> bool:
     return bool(it.options) and it.answer_index is not None
+
+
+def _letters_in_made_order(keyed: list[tuple[str, int]]) -> list[int]:
+    """The answer letter of each MCQ of a template, in the order made, from each one's (sort key, number of
+    options): :func:`_letters` over the group sorted by key (a stable sort: ties keep the order made)."""
+    order = sorted(range(len(keyed)), key=lambda k: keyed[k][0])
+    at = [0] * len(keyed)
+    for k, letter in zip(order, _letters([keyed[k][1] for k in order]), strict=True):
+        at[k] = letter
+    return at
 
 
 def _letters(widths: list[int]) -> list[int]:

@@ -52,10 +52,10 @@ print(json.dumps({"seconds": time.perf_counter() - t}))
 NORMALIZE = """
 import json, sys, time
 from curation.imaging.normalize import process_series
+from curation.imaging.steps.base import SeriesTask
 from curation.params import NormalizeParams
 t = time.perf_counter()
-res = process_series({"format": "nifti", "files": [sys.argv[1]], "params": NormalizeParams(), "out_dir": sys.argv[2],
-                      "final_dir": sys.argv[2], "sequence": "T1w"})
+res = process_series(SeriesTask("nifti", [sys.argv[1]], NormalizeParams(), sys.argv[2], sys.argv[2], "T1w"))
 assert res.ok, res.detail
 print(json.dumps({"seconds": time.perf_counter() - t}))
 """

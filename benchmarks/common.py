@@ -14,6 +14,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results.json"
 TABLE = ROOT / "benchmarks" / "results.md"
+# A benchmark child's own peak RSS in MB, as Python source for run_py code. Not ru_maxrss: Linux carries the
+# parent's high-water mark across fork and exec into it, so a child started by a large runner reported the
+# runner's size (718 MB for an ingest that peaks near 100 MB) and a memory ratio near 1 whatever it measured.
+PEAK_RSS_MB = 'int(next(ln for ln in open("/proc/self/status") if ln.startswith("VmHWM")).split()[1]) / 1024'
 
 
 @dataclass
@@ -76,13 +80,21 @@ extract(p.extract, work / "normalize", work / "extract")
     return out
 
 
-def write_results(figures: list[Figure]) -> None:
-    RESULTS.write_text(json.dumps([asdict(f) for f in figures], indent=2) + "\n")
-    lines = ["| benchmark | measure | value | anchor | anchor value | ratio | target | ok |",
-             "|---|---|---|---|---|---|---|---|"]
+HEADER = ["| benchmark | measure | value | anchor | anchor value | ratio | target | ok |",
+          "|---|---|---|---|---|---|---|---|"]
+
+
+def table_rows(figures: list[Figure]) -> list[str]:
+    rows = []
     for f in figures:
         ok = "" if f.ok is None else ("yes" if f.ok else "**no**")
-        lines.append(f"| {f.bench} | {f.measure} | {f.value:.3g} {f.unit} | {f.anchor} | {f.anchor_value:.3g} {f.unit} "
-                     f"| {f.ratio:.2f} | {f.target} | {ok} |")
+        rows.append(f"| {f.bench} | {f.measure} | {f.value:.3g} {f.unit} | {f.anchor} | {f.anchor_value:.3g} {f.unit} "
+                    f"| {f.ratio:.2f} | {f.target} | {ok} |")
+    return rows
+
+
+def write_results(figures: list[Figure]) -> None:
+    RESULTS.write_text(json.dumps([asdict(f) for f in figures], indent=2) + "\n")
+    lines = HEADER + table_rows(figures)
     TABLE.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

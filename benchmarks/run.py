@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import ROOT, write_results
+from benchmarks.common import ROOT, Figure, table_rows, write_results
 
 ALL = ["generate", "llm", "imaging", "anatomy", "ingest", "dvc", "text"]
 
@@ -19,7 +19,14 @@ def main(argv: list[str]) -> int:
         for name in names:
             mod = importlib.import_module(f"benchmarks.bench_{name}")
             print(f"== {name}", flush=True)
-            figures += mod.run(Path(tmp) / name, ROOT)
+            try:
+                made = mod.run(Path(tmp) / name, ROOT)
+            except Exception as exc:  # one broken bench is a failed figure; the others' figures are still written
+                print(f"{name}: failed: {str(exc).strip()[-2000:]}", file=sys.stderr, flush=True)
+                made = [Figure(name, "the benchmark ran", 0.0, "", "", 0.0, 0.0, "runs to the end", False,
+                               {"error": f"{type(exc).__name__}: {str(exc).strip()[-2000:]}"})]
+            print("\n".join(table_rows(made)), flush=True)  # a long run shows each bench as it ends
+            figures += made
     write_results(figures)
     return 0 if all(f.ok is not False for f in figures) else 1
 

@@ -22,9 +22,10 @@ def main(argv: list[str]) -> int:
             try:
                 made = mod.run(Path(tmp) / name, ROOT)
             except Exception as exc:  # one broken bench is a failed figure; the others' figures are still written
-                print(f"{name}: failed: {str(exc).strip()[-2000:]}", file=sys.stderr, flush=True)
+                error = f"{type(exc).__name__}: {str(exc).strip()[-2000:]}"
+                print(f"{name}: failed: {error}", file=sys.stderr, flush=True)
                 made = [Figure(name, "the benchmark ran", 0.0, "", "", 0.0, 0.0, "runs to the end", False,
-                               {"error": f"{type(exc).__name__}: {str(exc).strip()[-2000:]}"})]
+                               {"error": error})]
             print("\n".join(table_rows(made)), flush=True)  # a long run shows each bench as it ends
             figures += made
     write_results(figures)

@@ -6,7 +6,9 @@ the engine itself.
 
 from __future__ import annotations
 
+import io
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -22,7 +24,7 @@ from curation.deid.policy import (
     load_table,
 )
 from curation.deid.verify import DUMMIES, PSEUDONYM, Finding, container_findings
-from curation.io.dicom import is_dicom
+from curation.io.dicom import SERIES_ARCHIVE, archive_members, is_dicom
 
 CHECKED_VRS = {"DA": "date", "DT": "date", "UI": "UID", "PN": "name"}
 ID_VRS = frozenset(("SH", "LO", "UC", "ST", "LT", "UT"))
@@ -258,7 +260,8 @@ def _unsafe_private(ds: Any) -> int:
     return n
 
 
-def compare_files(src: Path | str, out: Path | str, rel: str) -> Comparison:
+def compare_files(src: Path | str, out: Path | str | bytes, rel: str) -> Comparison:
+    """``out``: a file, or the bytes of a packed series' member."""
     import pydicom
 
     try:
@@ -266,7 +269,7 @@ def compare_files(src: Path | str, out: Path | str, rel: str) -> Comparison:
     except Exception as exc:
         return Comparison(0, [Finding(rel, "input", f"unreadable ({type(exc).__name__})")])
     try:
-        out_ds = pydicom.dcmread(str(out))
+        out_ds = pydicom.dcmread(io.BytesIO(out) if isinstance(out, bytes) else str(out))
     except Exception as exc:
         return Comparison(0, [Finding(rel, "file", f"unreadable ({type(exc).__name__})")])
     return compare_datasets(src_ds, out_ds, rel)
@@ -281,10 +284,8 @@ def verify_against(out_dir: Path, in_dir: Path, secret: bytes | None = None) -> 
 
     out_dir, in_dir = Path(out_dir), Path(in_dir)
     total = Comparison()
-    outputs = sorted(p for p in out_dir.rglob("*") if p.is_file() and is_dicom(p))
     by_uid: dict[str, Path] | None = None
-    for out in outputs:
-        rel = out.relative_to(out_dir).as_posix()
+    for rel, out in _dicom_outputs(out_dir):
         src = in_dir / rel
         if not src.is_file():
             if by_uid is None:
@@ -299,7 +300,8 @@ def verify_against(out_dir: Path, in_dir: Path, secret: bytes | None = None) -> 
                         if uid:
                             by_uid[remap_uid(str(uid), secret)] = p
             try:
-                uid = str(pydicom.dcmread(str(out), stop_before_pixels=True,
+                uid = str(pydicom.dcmread(io.BytesIO(out) if isinstance(out, bytes) else str(out),
+                                          stop_before_pixels=True,
                                           specific_tags=["SOPInstanceUID"]).get("SOPInstanceUID", ""))
             except Exception:
                 uid = ""
@@ -311,3 +313,15 @@ def verify_against(out_dir: Path, in_dir: Path, secret: bytes | None = None) -> 
             src = found
         total.add(compare_files(src, out, rel))
     return total
+
+
+def _dicom_outputs(out_dir: Path) -> Iterator[tuple[str, Path | bytes]]:
+    """(path relative to ``out_dir``, the file) of every DICOM output, a packed series' members as
+    ``<archive>/<member>`` with their bytes."""
+    for p in sorted(q for q in out_dir.rglob("*") if q.is_file()):
+        rel = p.relative_to(out_dir).as_posix()
+        if p.name.endswith(SERIES_ARCHIVE):
+            for member, fh in archive_members(p):
+                yield f"{rel}/{member}", fh.read()
+        elif is_dicom(p):
+            yield rel, p

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from curation.deid.files import clean_image, clean_sidecar, clean_volume
 from curation.deid.policy import edition_id, load_table
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
+from curation.io.dicom import SERIES_ARCHIVE, pack_series
 from curation.io.volumes import VOLUME_SUFFIXES
 from curation.jsonio import read_jsonl, write_jsonl
 from curation.names import printable
@@ -24,7 +26,7 @@ from curation.parallel import pmap
 from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams, load_spec
 from curation.paths import OUTSIDE_INPUT, input_rel, readable, safe_name, walk_files
 from curation.pseudonyms import keyed_hash, project_secret
-from curation.records import relpath, staged_dir, write_text
+from curation.records import relpath, staged_dir, write_text, writing
 from curation.report import Kind, Outcome, Report
 from curation.schema import Case, attribution_of
 
@@ -281,17 +283,29 @@ def _dicom_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
     tasks = [(f, str(job.staging / base / _out_name(n)), job.params.dicom, job.secret, case.case_id, case.case_id)
              for n, f in enumerate(inside, 1)]
     _folders([job.staging / base] if inside else [])
-    files = []
+    archive = base.with_name(base.name + SERIES_ARCHIVE)
+    written = []
     for (f, out, *_), res in zip(tasks, pmap(_dicom_task, tasks, workers=job.workers, scheduler=job.scheduler),
                                 strict=True):
         job.report.counts["dicom_files_in"] += 1
         if job.record(f, res):
-            files.append(job.written(base / Path(out).name))
+            written.append(Path(out).name)
             job.report.counts["dicom_values_verified"] += res.value.values_checked or 0
-            job.audit.append({"case_id": case.case_id, "file": files[-1], "annex_e": edition_id(),
-                              "actions": res.value.actions})
-    series.files = files
-    return bool(files)
+            job.audit.append({"case_id": case.case_id, "file": job.written(archive), "member": written[-1],
+                              "annex_e": edition_id(), "actions": res.value.actions})
+    if inside:
+        # one stored zip per series (what every file of it became; a refused file's output never is): thousands of
+        # slice files would each be hashed by every dvc status and repro
+        with writing(job.staging / archive):
+            if written:
+                pack_series(job.staging / base, written, job.staging / archive)
+            else:
+                shutil.rmtree(job.staging / base)
+    if not written:
+        series.files = []
+        return False
+    series.files = [job.written(archive)]
+    return True
 
 
 def _volume_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
@@ -358,8 +372,6 @@ def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: in
 def _folders(folders: Iterable[Path]) -> None:
     """Output folders made before the per-file tasks, so that a full disk or a read-only output stops the run as a
     ResourceError instead of failing each file (whose handler would quarantine it)."""
-    from curation.records import writing
-
     for folder in sorted(set(folders)):
         with writing(folder):
             folder.mkdir(parents=True, exist_ok=True)

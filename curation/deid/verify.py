@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from curation.deid.elements import PN_FORM
 from curation.deid.files import HEADER_TEXT_FIELDS, SIDECAR_DEVICE, SIDECAR_KEEP
@@ -22,7 +22,7 @@ from curation.deid.policy import (
     load_table,
 )
 from curation.deid.text import policy
-from curation.io.dicom import is_dicom
+from curation.io.dicom import SERIES_ARCHIVE, archive_members, is_dicom
 from curation.io.volumes import VOLUME_SUFFIXES
 
 PSEUDONYM = re.compile(r"^(?:[a-z0-9]{2,8}-[0-9a-f]{12}|ANON-[0-9a-f]{12}|ANONYMIZED)$")
@@ -84,6 +84,9 @@ def verify_dir(root: Path) -> list[Finding]:
             elif name.endswith((".txt", ".md")):
                 for kind in scan_text(path.read_text(encoding="utf-8", errors="replace")):
                     findings.append(Finding(rel, "text", kind))
+            elif name.endswith(SERIES_ARCHIVE):  # a packed series: every member is checked as a DICOM file
+                for member, fh in archive_members(path):
+                    findings += _dicom(fh, f"{rel}/{member}")
             elif is_dicom(path):
                 findings += _dicom(path, rel)
         except Exception as exc:  # an unreadable output is itself a finding, never a crash
@@ -91,10 +94,10 @@ def verify_dir(root: Path) -> list[Finding]:
     return findings
 
 
-def _dicom(path: Path, rel: str) -> list[Finding]:
+def _dicom(path: Path | IO[bytes], rel: str) -> list[Finding]:
     import pydicom
 
-    ds = pydicom.dcmread(str(path))
+    ds = pydicom.dcmread(str(path) if isinstance(path, Path) else path)
     out: list[Finding] = container_findings(ds, rel)
     if str(ds.get("PatientIdentityRemoved", "")).upper() != "YES":
         out.append(Finding(rel, "(0012,0062)", "PatientIdentityRemoved is not YES"))

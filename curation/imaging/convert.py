@@ -8,7 +8,7 @@ from typing import Any
 import nibabel as nib
 import numpy as np
 
-from curation.io.dicom import is_dicom
+from curation.io.dicom import SERIES_ARCHIVE, is_dicom, unpacked_series
 from curation.io.volumes import VOLUME_SUFFIXES, VolumeTooLarge, check_volume_header
 
 LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
@@ -132,7 +132,12 @@ def _num(v: Any) -> float | str:
 
 def load_volume(fmt: str, files: list[str], max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
     """``max_bytes``: refuse (``VolumeTooLarge``), from the headers alone, a volume that decodes to more."""
-    if fmt == "dicom":
+    if fmt == "dicom" and any(f.endswith(SERIES_ARCHIVE) for f in files):
+        if len(files) != 1:
+            raise ValueError(f"a packed series is one archive, not {len(files)} files")
+        with unpacked_series(files[0]) as members:  # deidentify's output: one zip per series
+            img, info = load_dicom_series(members, max_bytes)
+    elif fmt == "dicom":
         img, info = load_dicom_series(files, max_bytes)
     else:
         path = next(f for f in files if f.endswith(VOLUME_SUFFIXES))
@@ -149,7 +154,8 @@ def load_volume(fmt: str, files: list[str], max_bytes: int | None = None) -> tup
 
 
 def convert_path(src: Path, max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
-    """``curate imaging convert``: a DICOM file or folder, an Analyze .hdr, a NIfTI, or a .gz of any of these.
+    """``curate imaging convert``: a DICOM file, folder or packed series (.zip), an Analyze .hdr, a NIfTI, or a .gz
+    of any of these.
     ``max_bytes`` bounds the decoded volume and every gzip stream decompressed on the way."""
     src = Path(src)
     if src.is_file() and src.suffix == ".gz" and not src.name.endswith(".nii.gz"):
@@ -161,6 +167,8 @@ def convert_path(src: Path, max_bytes: int | None = None) -> tuple[nib.Nifti1Ima
         return load_volume("dicom", files, max_bytes)
     if src.name.endswith(VOLUME_SUFFIXES):
         return load_volume("nifti", [str(src)], max_bytes)
+    if src.name.endswith(SERIES_ARCHIVE):
+        return load_volume("dicom", [str(src)], max_bytes)
     if is_dicom(src):
         return load_volume("dicom", [str(src)], max_bytes)
     raise ValueError("not a DICOM, Analyze or NIfTI file")

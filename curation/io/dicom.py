@@ -6,8 +6,13 @@ quarantine reason (``skipped:not_dicom``, ``dicom_truncated``, ``dicom_inflates_
 
 from __future__ import annotations
 
+import shutil
 import struct
+import tempfile
+import zipfile
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -20,6 +25,10 @@ DICOMDIR_UID = "1.2.840.10008.1.3.10"
 DEFLATED = "1.2.840.10008.1.2.1.99"
 CHUNK = 1 << 20
 NOT_DICOM = Outcome.skip("not_dicom", "no DICM preamble")
+# a de-identified DICOM series is stored as one uncompressed zip of its instances: DVC hashes and checks one file
+# per series instead of one per slice (its documentation's advice for many small files)
+SERIES_ARCHIVE = ".zip"
+_FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the same files give the same archive bytes, so the same DVC hash
 
 
 def has_dicm_prefix(head: bytes) -> bool:
@@ -181,3 +190,44 @@ def _number(ds: Any, tag: int, default: int | None = None) -> int:
             return int(value.decode("ascii").strip(" \x00") or default or 0)
     value = ds[tag].value
     return default if value in (None, "") and default is not None else int(value)
+
+
+def pack_series(folder: Path, names: list[str], archive: Path) -> None:
+    """The files ``names`` of ``folder`` (one series) into one stored (uncompressed) zip at ``archive``, in that
+    order, and ``folder`` removed (with anything else left in it)."""
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:
+        for name in names:
+            info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, (folder / name).read_bytes())
+    shutil.rmtree(folder)
+
+
+@contextmanager
+def unpacked_series(archive: str | Path) -> Iterator[list[str]]:
+    """A packed series' files in a private temporary folder, named by position (a member's name is never used as
+    a path), removed on exit. Only stored plain files are accepted: what is unpacked is what the archive holds."""
+    with zipfile.ZipFile(archive) as zf, tempfile.TemporaryDirectory(prefix="series-") as tmp:
+        members = zf.infolist()
+        for m in members:
+            if m.is_dir() or m.compress_type != zipfile.ZIP_STORED or m.file_size != m.compress_size:
+                raise ValueError(f"{Path(archive).name}: member {m.filename!r} is not a stored file")
+        if not members:
+            raise ValueError(f"{Path(archive).name}: empty series archive")
+        paths = []
+        for k, m in enumerate(members, 1):
+            out = Path(tmp) / f"{k:05d}.dcm"
+            with zf.open(m) as src, out.open("wb") as dst:
+                while chunk := src.read(CHUNK):
+                    dst.write(chunk)
+            paths.append(str(out))
+        yield paths
+
+
+def archive_members(archive: str | Path) -> Iterator[tuple[str, IO[bytes]]]:
+    """(member name, open member) of each file of a packed series, in order (a reader, nothing written)."""
+    with zipfile.ZipFile(archive) as zf:
+        for m in zf.infolist():
+            if not m.is_dir():
+                with zf.open(m) as fh:
+                    yield m.filename, fh

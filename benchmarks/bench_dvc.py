@@ -43,9 +43,17 @@ def run(work: Path, root: Path) -> list[Figure]:
 
     sh(str(bindir / "curate"), "demo-data", "data/raw")
     full = sh(dvc, "repro", "-q")
-    # best of three, each side: one slow start on a shared machine is not the pipeline's cost
-    noop = min(sh(dvc, "repro", "-q") for _ in range(3))
-    floor = min(sh(dvc, "repro", "-q", cwd=floor_proj) for _ in range(3))
+    # the full run's gigabyte of outputs written back to disk first, then one unmeasured no-op of each: the figure is
+    # DVC's check of the project, not the disk catching up; then the two interleaved, best of five each, so that a
+    # slow spell of a shared machine falls on both sides (measured one after the other, the ratio moved 1.6-2.3x)
+    subprocess.run(["sync"], check=False)
+    sh(dvc, "repro", "-q")
+    sh(dvc, "repro", "-q", cwd=floor_proj)
+    runs: dict[str, list[float]] = {"noop": [], "floor": []}
+    for _ in range(5):
+        runs["noop"].append(sh(dvc, "repro", "-q"))
+        runs["floor"].append(sh(dvc, "repro", "-q", cwd=floor_proj))
+    noop, floor = min(runs["noop"]), min(runs["floor"])
     status = sh(dvc, "status", "-q")
     tracked = sum(len(files) for d in (proj / "data" / "interim").iterdir() if d.is_dir() for _, _, files in
                   os.walk(d))
@@ -56,5 +64,6 @@ def run(work: Path, root: Path) -> list[Figure]:
                "no-op dvc repro of a one-stage project", floor, noop / floor,
                f"<= {TARGET} (issue 33: <= 1 s)", noop / floor <= TARGET,
                {"full_repro_s": round(full, 2), "dvc_status_s": round(status, 2),
-                "files_under_data_interim": tracked}),
+                "files_under_data_interim": tracked, "runs_s": [round(t, 3) for t in runs["noop"]],
+                "reference_runs_s": [round(t, 3) for t in runs["floor"]]}),
     ]

@@ -269,7 +269,7 @@ def compare_files(src: Path | str, out: Path | str | bytes, rel: str) -> Compari
     except Exception as exc:
         return Comparison(0, [Finding(rel, "input", f"unreadable ({type(exc).__name__})")])
     try:
-        out_ds = pydicom.dcmread(io.BytesIO(out) if isinstance(out, bytes) else str(out))
+        out_ds = pydicom.dcmread(_source(out))
     except Exception as exc:
         return Comparison(0, [Finding(rel, "file", f"unreadable ({type(exc).__name__})")])
     return compare_datasets(src_ds, out_ds, rel)
@@ -300,8 +300,7 @@ def verify_against(out_dir: Path, in_dir: Path, secret: bytes | None = None) -> 
                         if uid:
                             by_uid[remap_uid(str(uid), secret)] = p
             try:
-                uid = str(pydicom.dcmread(io.BytesIO(out) if isinstance(out, bytes) else str(out),
-                                          stop_before_pixels=True,
+                uid = str(pydicom.dcmread(_source(out), stop_before_pixels=True,
                                           specific_tags=["SOPInstanceUID"]).get("SOPInstanceUID", ""))
             except Exception:
                 uid = ""
@@ -325,3 +324,8 @@ def _dicom_outputs(out_dir: Path) -> Iterator[tuple[str, Path | bytes]]:
                 yield f"{rel}/{member}", fh.read()
         elif is_dicom(p):
             yield rel, p
+
+
+def _source(out: Path | str | bytes) -> str | io.BytesIO:
+    """What pydicom reads an output from: its path, or a packed series' member's bytes."""
+    return io.BytesIO(out) if isinstance(out, bytes) else str(out)

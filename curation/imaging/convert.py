@@ -167,9 +167,7 @@ def convert_path(src: Path, max_bytes: int | None = None) -> tuple[nib.Nifti1Ima
         return load_volume("dicom", files, max_bytes)
     if src.name.endswith(VOLUME_SUFFIXES):
         return load_volume("nifti", [str(src)], max_bytes)
-    if src.name.endswith(SERIES_ARCHIVE):
-        return load_volume("dicom", [str(src)], max_bytes)
-    if is_dicom(src):
+    if src.name.endswith(SERIES_ARCHIVE) or is_dicom(src):
         return load_volume("dicom", [str(src)], max_bytes)
     raise ValueError("not a DICOM, Analyze or NIfTI file")
 

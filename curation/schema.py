@@ -21,6 +21,7 @@ class SourceName(StrEnum):
     oasis3 = "oasis3"
     radiopaedia = "radiopaedia"
     case_reports = "case-reports"
+    medpix = "medpix"
 
 
 class TaskType(StrEnum):
@@ -140,6 +141,12 @@ class Figure(Model):
     caption: str = ""
     path: str | None = None
     missing: bool = False
+    # what the image is, as its source states it (curation/ingest/figure_kinds.yaml); None where it does not say
+    kind: str | None = None
+    modality: str | None = None
+    sequence: str | None = None
+    contrast: bool = False
+    plane: str | None = None
     renders: list[Render] = Field(default_factory=list)
     qc: dict[str, Any] = Field(default_factory=dict)
 
@@ -208,6 +215,8 @@ class Case(Model):
     history: str = ""
     presentation: str = ""
     notes: str = ""
+    # a report's named parts where its source keeps them apart (findings, exam, treatment, discussion)
+    sections: dict[str, str] = Field(default_factory=dict)
     ehr: dict[str, float | str | None] = Field(default_factory=dict)
     visits: list[Visit] = Field(default_factory=list)
     figures: list[Figure] = Field(default_factory=list)
@@ -226,6 +235,7 @@ class Case(Model):
     def text_fields(self) -> dict[str, str]:
         """The case's free text by the name its findings are extracted under (``Finding.source_field``)."""
         fields = {"history": self.history, "presentation": self.presentation, "notes": self.notes}
+        fields.update({f"section:{k}": v for k, v in self.sections.items()})
         fields.update({f"figure:{f.figure_id}": f.caption for f in self.figures})
         return fields
 
@@ -375,7 +385,7 @@ class ReleaseRow(Model):
     difficulty: str = Field(description="Difficulty rating from the filter stage (empty when unrated).")
     review_status: str = Field(description="reviewed or unreviewed (expert review).")
     review_verdict: str = Field(description="The reviewers' final verdict (empty when unreviewed).")
-    source: str = Field(description="Source collection (adni, oasis1, oasis3, radiopaedia, case-reports).")
+    source: str = Field(description="Source collection (adni, oasis1, oasis3, radiopaedia, case-reports, medpix).")
     license: str = Field(description="Licence of the item's source material.")
     attribution: str = Field(description="Attribution the licence requires.")
     evidence: str = Field(description="Where the answer can be seen, as a JSON list: what the item claims (kind "

@@ -34,7 +34,7 @@ from curation.schema import Case, attribution_of
 # neither). Free text from a source goes through text de-identification; "[]" is every item of a list, "*" every
 # value of a mapping (EHR text: multi-word values; a one-word value is a code).
 CASE_TEXT_FIELDS = ("title", "history", "presentation", "notes", "attribution", "publication.title",
-                    "figures[].caption", "figures[].label", "ehr.*", "diagnosis.primary", "diagnosis.differential[]",
+                    "figures[].caption", "figures[].label", "sections.*", "ehr.*", "diagnosis.primary", "diagnosis.differential[]",
                     "visits[].series[].description")
 # ids, pseudonyms, paths, hashes, codes and enumerations; article metadata a licence names (authors, journal, DOI);
 # findings, which extract derives from the de-identified text after this stage; source flags (a field name, a rule
@@ -42,7 +42,8 @@ CASE_TEXT_FIELDS = ("title", "history", "presentation", "notes", "attribution", 
 CASE_NOT_TEXT_FIELDS = (
     "schema_version", "case_id", "license", "publication.authors[]", "publication.doi", "publication.journal",
     "publication.pmcid", "publication.url", "patient.ethnicity", "diagnosis.certainty", "figures[].figure_id",
-    "figures[].path", "figures[].renders[].located_by", "figures[].renders[].path", "provenance.source_paths[]",
+    "figures[].path", "figures[].kind", "figures[].modality", "figures[].sequence", "figures[].plane",
+    "figures[].renders[].located_by", "figures[].renders[].path", "provenance.source_paths[]",
     "provenance.stages.*", "visits[].visit_id", "visits[].diagnosis", "visits[].scores.*",
     "visits[].series[].files[]", "visits[].series[].modality", "visits[].series[].nifti",
     "visits[].series[].orientation", "visits[].series[].provenance[].name", "visits[].series[].provenance[].version",

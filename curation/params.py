@@ -100,6 +100,7 @@ class GenerateParams(Section):
     seed: int = 13
     templates_dir: str = "templates/questions"
     knowledge: str = "templates/knowledge/neurology.yaml"
+    diagnoses: str = "templates/knowledge/diagnoses.yaml"  # one name per diagnosis, its other names, site, mimics
     n_options: int = Field(5, ge=2, le=8)
     max_items_per_template_per_case: int = Field(1, ge=1)
     prompts_dir: str = "templates/prompts"

@@ -21,9 +21,17 @@ from curation.generate.presentation import deid_artefacts
 from curation.generate.tags import answer_facts
 from curation.generate.values import keyed
 from curation.jsonio import content_hash
+from curation.nlp.diagnoses import load as load_diagnoses
 from curation.params import GenerateParams
 from curation.schema import Case, Evidence, Generator, Item, ItemFormat, TaskType, Turn
 from curation.text import plain
+
+
+class _Absent(jinja2.StrictUndefined):
+    """A fact a case lacks: false in a test (``{% if image_sequence %}``), an error anywhere it would be written."""
+
+    def __bool__(self) -> bool:
+        return False
 
 
 class Distractors(BaseModel):
@@ -167,8 +175,9 @@ class Engine:
             raise ParamsError(f"cannot read knowledge table ({exc.__class__.__name__})", params.knowledge) from None
         _check_lists_of_text(self.knowledge, params.knowledge)
         _check_named_once(self.knowledge, params.knowledge)
+        self.diagnoses = load_diagnoses(params.diagnoses)
         self._compiled: dict[str, jinja2.Template] = {}
-        self.env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
+        self.env = jinja2.Environment(undefined=_Absent, autoescape=False, keep_trailing_newline=False)
 
     def render(self, text: str, facts: dict[str, Any]) -> str:
         compiled = self._compiled.get(text)
@@ -191,6 +200,9 @@ class Engine:
             # a diagnosis the image shown cannot tell from the key is a second right answer, not a wrong option
             alike = {d.casefold() for d in keyed(kb.get("image_alike", {}), key) or []}
             own, pool = ([p for p in ps if diagnosis_name(kb, p).casefold() not in alike] for ps in (own, pool))
+        elif spec.table.startswith("fact:"):  # options a case's facts list (a teaching case's differential)
+            value = lookup(facts, spec.table.removeprefix("fact:"))
+            pool = [str(v) for v in value] if isinstance(value, list) else []
         elif spec.table == "differential_next_steps":
             pool = differential_next_steps(kb, key, facts.get("differential") or [], answer, self.params.n_options - 1)
         else:
@@ -210,7 +222,7 @@ class Engine:
     def generate(self, case: Case) -> tuple[list[Item], dict[str, int]]:
         """The items of one case: per template, from the first fact set (visit, or registered pair) that has what
         it requires; at most one item per case and answered fact. Answer letters are set by ``finalize``."""
-        sets = fact_sets(case, self.knowledge)
+        sets = fact_sets(case, self.knowledge, self.diagnoses)
         items: list[Item] = []
         skipped: Counter[str] = Counter()
         asked: set[frozenset[str]] = set()

@@ -14,15 +14,18 @@ from pydantic import BaseModel, ConfigDict
 
 from curation.generate.finding_facts import figure_facts, finding_facts
 from curation.generate.presentation import clinical_context
+from curation.generate.teaching import teaching_case, teaching_facts
 from curation.generate.values import age_phrase, fmt, num
 from curation.generate.visit_facts import pair_facts, visit_facts
+from curation.nlp.diagnoses import Diagnoses
 from curation.schema import Case, Evidence
 
 SEX_WORD = {"F": "woman", "M": "man"}
 
 
 IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequence_known", "baseline_hippocampus",
-               "followup_hippocampus", "baseline_ventricles", "followup_ventricles")
+               "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "second_figure",
+               "kind_figure")
 
 
 class LesionFacts(BaseModel):
@@ -89,6 +92,20 @@ class Facts(BaseModel):
     ventricle_change: str | None = None
     ventricles_ml_baseline: float | None = None
     ventricles_ml_followup: float | None = None
+    # a teaching case's (teaching.py)
+    dx_options: list[str] | None = None
+    site: str | None = None
+    site_options: list[str] | None = None
+    findings_report: str | None = None
+    treatment: str | None = None
+    treatment_first: str | None = None
+    key_caption: str | None = None
+    key_caption_first: str | None = None
+    key_kind_name: str | None = None
+    pair_reference: str | None = None
+    second_kind_name: str | None = None
+    kind_asked: str | None = None
+    kind_options: list[str] | None = None
 
 
 def known_fact(dotted: str) -> bool:
@@ -105,7 +122,7 @@ def known_fact(dotted: str) -> bool:
     return nested is not None and rest in nested.model_fields
 
 
-def fact_sets(case: Case, knowledge: dict[str, Any]) -> list[dict[str, Any]]:
+def fact_sets(case: Case, knowledge: dict[str, Any], diagnoses: Diagnoses | None = None) -> list[dict[str, Any]]:
     """The fact sets of ``case``: one per imaging visit in visit order, then baseline/follow-up pairs; a case without
     imaging visits (a case report, a Radiopaedia case) has one set holding its figures."""
     common = _case_facts(case, knowledge)
@@ -122,8 +139,11 @@ def fact_sets(case: Case, knowledge: dict[str, Any]) -> list[dict[str, Any]]:
         f = {**common, "kind": "visit", "visit_id": None, "image": {}}
         if case.diagnosis.primary:
             f["dx"] = case.diagnosis.primary
-        figure_facts(f, case)
-        finding_facts(f, case, knowledge)
+        if diagnoses is not None and teaching_case(case):
+            teaching_facts(f, case, diagnoses)
+        else:
+            figure_facts(f, case)
+            finding_facts(f, case, knowledge)
         out.append(f)
     pair = pair_facts(case, visits, common, knowledge)
     if pair is not None:

@@ -138,6 +138,8 @@ def _case(ctx: IngestContext, rec: dict[str, Any], by_image: dict[str, dict[str,
         caption = _text(d.get("Caption"), missing)
         common = {"figure_id": fig_id, "label": label, "caption": caption, **kind.model_dump(exclude={"kind"}),
                   "kind": kind.kind}
+        if not common["modality"]:  # a montage or an unnamed sequence is still MR or CT
+            common["modality"] = _text(desc.get("Type"), missing) or None
         ages.append(_text(d.get("Age"), missing))
         sexes.append(_text(d.get("Sex"), missing))
         src = images.get(name)

@@ -1,0 +1,128 @@
+"""Diagnoses by one name each (``templates/knowledge/diagnoses.yaml``): the name a report's diagnosis stands for,
+and a written differential ("• Astrocytoma (pilocytic or fibrillary)\\n• Ependymoma ...", "A, B, and C") read
+as the whole diagnoses it lists, each by its one name. What a report says beside a name (how it was confirmed, a
+grade, a parenthesis) does not change which disease it is."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from curation.errors import ParamsError, validation_message
+
+SITES = ("intra-axial", "extra-axial", "intraventricular", "sellar", "bone", "vascular", "spine", "orbit", "ear",
+         "diffuse")
+
+
+class DiagnosisEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    aka: list[str]
+    site: str
+    mimics: list[str]
+
+
+class DiagnosisTable(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    diagnoses: dict[str, DiagnosisEntry]
+    noise: list[str] = []
+
+
+# one spelling for both sides of a match: British and American forms, hyphens and apostrophes as spaces
+_SPELLING = (("haem", "hem"), ("oedem", "edem"), ("ischaem", "ischem"), ("tumour", "tumor"), ("paed", "ped"),
+             ("glycaem", "glycem"), ("aemia", "emia"), ("'s", "s"), ("’s", "s"))
+
+
+def fold(text: str) -> str:
+    """``text`` lower-cased with one spelling: what two names are compared as."""
+    t = text.lower()
+    for a, b in _SPELLING:
+        t = t.replace(a, b)
+    return " ".join(re.sub(r"[^a-z0-9*+]+", " ", t).split())
+
+
+class Diagnoses:
+    """The table, with every name and alias folded for matching."""
+
+    def __init__(self, path: str | Path) -> None:
+        path = Path(path)
+        try:
+            self.table = DiagnosisTable.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise ParamsError(f"cannot read ({exc.__class__.__name__})", path) from None
+        except yaml.YAMLError as exc:
+            raise ParamsError(f"not valid YAML ({exc.__class__.__name__})", path) from None
+        except ValidationError as exc:
+            raise ParamsError(validation_message(exc), path) from None
+        self.names: dict[str, str] = {}  # folded alias -> name
+        for name, entry in self.table.diagnoses.items():
+            if entry.site not in SITES:
+                raise ParamsError(f"{name}: site {entry.site!r} is not one of {', '.join(SITES)}", path)
+            for alias in [name, *entry.aka]:
+                key = fold(alias)
+                if self.names.get(key, name) != name:
+                    raise ParamsError(f"{alias!r} names both {self.names[key]!r} and {name!r}", path)
+                self.names[key] = name
+        for name, entry in self.table.diagnoses.items():
+            for m in entry.mimics:
+                if self.names.get(fold(m)) == name:
+                    raise ParamsError(f"{name}: mimic {m!r} is another name of it", path)
+        self._noise = re.compile("|".join(f"(?:{n})" for n in self.table.noise), re.I) if self.table.noise else None
+        aliases = sorted(self.names, key=len, reverse=True)
+        self._alias = re.compile(r"\b(" + "|".join(re.escape(a) for a in aliases) + r")\b")
+
+    def name(self, text: str | None) -> str | None:
+        """The one name of the diagnosis ``text`` states: its longest alias (the earliest of equal length), or
+        None where it names none the table knows."""
+        if not text:
+            return None
+        t = fold(self._noise.sub(" ", text) if self._noise else text)
+        best: tuple[int, int, str] | None = None
+        for m in self._alias.finditer(t):
+            cand = (-len(m.group(1)), m.start(), self.names[m.group(1)])
+            if best is None or cand < best:
+                best = cand
+        return best[2] if best else None
+
+    def canonical(self, name: str) -> str:
+        """A name as the table writes it (a mimic listed under another of its names resolves to that)."""
+        return self.names.get(fold(name), name)
+
+    def entry(self, name: str | None) -> DiagnosisEntry | None:
+        return self.table.diagnoses.get(name) if name else None
+
+    def differential(self, texts: list[str]) -> list[str]:
+        """The whole diagnoses a written differential lists, each once by its one name, in the order written.
+        Parts the table does not know are left out: a fragment ("and infections such as tuberculosis", "wrong age
+        group") is never an option."""
+        out: list[str] = []
+        for text in texts:
+            for part in _parts(text):
+                name = self.name(part)
+                if name and name not in out:
+                    out.append(name)
+        return out
+
+
+# a differential's items: lines, bullets, numbers, ">" and "-" markers, semicolons; a line of short items joined by
+# commas or "vs"; what a parenthesis or a dash adds to an item ("- wrong age group") is not an item
+_ITEM_BREAK = re.compile(r"[\n;•·>]|(?:^|\s)(?:\d+[.)]|[-–]\s)|\bvs\.?\b|\bversus\b", re.I)
+
+
+def _parts(text: str) -> list[str]:
+    out = []
+    for chunk in _ITEM_BREAK.split(text):
+        chunk = re.sub(r"\(.*?\)", " ", chunk)
+        for piece in re.split(r",|\bor\b|\band\b", chunk):
+            piece = piece.strip(" .:*-\t")
+            if piece and len(piece.split()) <= 8:
+                out.append(piece)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def load(path: str) -> Diagnoses:
+    return Diagnoses(path)

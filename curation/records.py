@@ -103,7 +103,7 @@ def output_lock(dst: str | os.PathLike[str]) -> Iterator[None]:
         finally:
             held[1] -= 1
         return
-    with writing(lock.parent):
+    with writing(dst):  # a disk too full for the lock itself: the error names the output, as every other does
         lock.parent.mkdir(parents=True, exist_ok=True)
         fd = _acquire(lock, Path(dst))
     _HELD[key] = [fd, 1]
@@ -145,6 +145,9 @@ def _acquire(lock: Path, dst: Path) -> int:
         try:
             _write_holder(fd)
         except BaseException:
+            # not left behind on a full disk: removed while still locked, as a finished run removes it
+            with contextlib.suppress(OSError):
+                os.unlink(lock)
             os.close(fd)
             raise
         return fd

@@ -248,6 +248,87 @@ def test_deid_dicom_on_a_disk_that_fills_fails_and_keeps_the_previous_output(tmp
     assert after == before and after_pool == before  # the same files, byte for byte; no staging folder, no lock
 
 
+# ------------------------------------------------------------------ a disk that fills, in this process (CI)
+def fill_disk(monkeypatch: pytest.MonkeyPatch, root: Path, free: int) -> None:
+    """The folder ``root`` as on a disk with ``free`` bytes left, in this process: a write to a file under it, through
+    ``os.fdopen`` or ``os.pwrite`` (the writers ``curation.records`` uses: atomic files, the lock's holder line),
+    fails past them with ENOSPC, as a full disk fails it. For CI, where the tmpfs tests above skip (no private mount
+    namespace); what the code does with the error is the code's own, from ``writing`` up to the CLI."""
+    import errno
+    import io
+
+    left = [free]
+    prefix = f"{root.resolve()}{os.sep}"
+    real_fdopen, real_pwrite = os.fdopen, os.pwrite
+
+    def under(fd: int) -> bool:
+        return os.readlink(f"/proc/self/fd/{fd}").startswith(prefix)
+
+    def spend(n: int) -> None:
+        if n > left[0]:
+            left[0] = 0
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        left[0] -= n
+
+    class Filling(io.FileIO):
+        def write(self, b: object) -> int:
+            spend(memoryview(b).nbytes)  # type: ignore[arg-type]
+            return super().write(b)  # type: ignore[arg-type]
+
+    def fdopen(fd: int, mode: str = "r", buffering: int = -1, encoding: str | None = None, *args: object,
+               **kwargs: object) -> object:
+        if not set(mode) & set("wa+") or not under(fd):
+            return real_fdopen(fd, mode, buffering, encoding, *args, **kwargs)  # type: ignore[call-overload]
+        buffered = io.BufferedWriter(Filling(fd, "w"))
+        return buffered if "b" in mode else io.TextIOWrapper(buffered, encoding=encoding or "utf-8")
+
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
+        if under(fd):
+            spend(len(data))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "fdopen", fdopen)
+    monkeypatch.setattr(os, "pwrite", pwrite)
+
+
+def files_under(folder: Path) -> dict[str, str]:
+    """Every file under ``folder``, hidden ones (a staging folder, a lock) included, with its content hash."""
+    import hashlib
+
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(("free", "where"), [(0, ""), (30_000, " at slice00")])
+def test_deid_dicom_on_a_disk_that_fills_fails_in_one_line_and_keeps_the_previous_output(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free: int, where: str) -> None:
+    """Issue 51, where CI runs it: `curate deid dicom` on a disk that filled exited 0 ("16 in, 9 out; failed 7") and
+    left OUT mixing the previous run's files with new ones. A disk full before the lock is written (0 bytes free), and
+    one that fills after a few slices (each about 10 kB): exit 9, one line naming OUT, the file and the fault, and
+    OUT as the first run left it, with no staging folder or lock beside it."""
+    from typer.testing import CliRunner
+
+    from curation.cli import app
+
+    dicom_inputs(tmp_path / "in", 16)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    monkeypatch.chdir(disk)
+    cmd = ["deid", "dicom", str(tmp_path / "in"), "out", "--params", str(ROOT / "params.yaml")]
+    ok = CliRunner().invoke(app, cmd)
+    assert ok.exit_code == 0 and "16 in, 16 out" in ok.output, ok.output
+    before = files_under(disk)
+    assert len(before) == 18  # 16 files, audit.jsonl, quarantine.jsonl
+    (tmp_path / "in" / "slice000.dcm").write_bytes((tmp_path / "in" / "slice001.dcm").read_bytes())  # a rerun differs
+    fill_disk(monkeypatch, disk, free)
+    failed = CliRunner().invoke(app, cmd)
+    lines = failed.output.strip().splitlines()
+    assert failed.exit_code == 9 and len(lines) == 1 and "Traceback" not in failed.output, failed.output
+    assert lines[0].startswith(f"error: out: cannot write (no space left on the device{where}"), lines[0]
+    assert lines[0].endswith("as it was")
+    assert files_under(disk) == before
+
+
 def copying_params(tmp_path: Path) -> str:
     """The project's params with ``ingest.copy_files: true``: these faults strike while ingest copies (the project
     points into data/raw instead, #33), and the raw folder may lie outside the folder the stages write to."""

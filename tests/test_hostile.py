@@ -11,6 +11,7 @@ import os
 import struct
 import uuid
 import zlib
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -360,6 +361,112 @@ def test_imaging_convert_of_a_gzip_bomb_stops_at_the_bound(tmp_path: Path, monke
     assert len(lines) == 1 and lines[0].startswith(f"error: {bomb}: volume_too_large")
     assert "decompresses to more than 17825792 bytes" in lines[0]
     assert list(scratch.iterdir()) == [] and not (tmp_path / "out.nii.gz").exists()
+
+
+# ------------------------------------------------------------------ one series, two patients (issue 51)
+def _patients_series(folder: Path, person: object, slices: range) -> list[Path]:
+    """The demo's DICOM writer: one series key, so two people's files share the Series and SOP Instance UIDs."""
+    from curation.demo.dicom import write_dicom_series
+
+    vol = np.random.default_rng(51).integers(0, 4000, size=(12, 10, 6)).astype(np.uint16)
+    write_dicom_series(folder, vol, person=person, study_key="study-51", series_key="t1", series_description="T1",
+                       sequence="T1w", acq=date(2024, 5, 2), series_number=2)  # type: ignore[arg-type]
+    return [folder / f"t1_{k + 1:03d}.dcm" for k in slices]
+
+
+def _mixed_series(tmp_path: Path, case: str) -> Path:
+    """A folder of one series whose slices belong to two patients: ``split`` (slices 1-3 of one, 4-6 of the other),
+    ``sop_uid`` (every slice of one, and another patient's copy of slice 3: one SOP Instance UID, two Patient IDs),
+    ``birth_date`` (one Patient ID and name, two birth dates), or ``one`` (a control: one patient's six slices)."""
+    from dataclasses import replace as dc_replace
+
+    from curation.demo.dicom import FakePerson
+
+    a = FakePerson("QUIMBY^JOSEPH", date(1951, 12, 3), "M", "QZ7734", "1 Main St", "555-0101")
+    b = {"birth_date": dc_replace(a, birth=date(1962, 1, 9))}.get(
+        case, FakePerson("FLANDERS^MAUDE", date(1960, 4, 1), "F", "MF2291", "2 Elm St", "555-0102"))
+    folder = tmp_path / "series"
+    folder.mkdir()
+    picks = {"split": (range(3), range(3, 6)), "sop_uid": (range(6), range(2, 3)),
+             "birth_date": (range(3), range(3, 6)), "one": (range(6), range(0))}[case]
+    for person, slices, tag in ((a, picks[0], "a"), (b, picks[1], "b")):
+        for f in _patients_series(tmp_path / tag, person, slices):
+            f.rename(folder / f"{tag}_{f.name}")
+    return folder
+
+
+@pytest.mark.parametrize(("case", "element"), [("split", "PatientID"), ("sop_uid", "PatientID"),
+                                               ("birth_date", "PatientBirthDate")])
+def test_imaging_convert_refuses_a_series_of_two_patients(tmp_path: Path, case: str, element: str) -> None:
+    """Issue 51: ``curate imaging convert`` of a folder whose slices belong to two patients wrote one volume of both.
+    Refused in one line naming the folder, the element and two files (never the values), exit 3, nothing written."""
+    from typer.testing import CliRunner
+
+    from curation.cli import app
+
+    folder, out = _mixed_series(tmp_path, case), tmp_path / "out.nii.gz"
+    result = CliRunner().invoke(app, ["imaging", "convert", str(folder), str(out)])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 3 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"error: {folder}: mixed_patients (slices of 2 patients in one series ({element} "
+                               "differs: a_t1_001.dcm vs b_t1_"), lines[0]
+    assert lines[0].endswith("refusing to make one volume of them)")
+    assert not any(v in lines[0] for v in ("QZ7734", "MF2291", "QUIMBY", "FLANDERS", "1951", "1962", "1960"))
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "series"]
+
+
+def test_imaging_convert_takes_one_patients_series(tmp_path: Path) -> None:
+    """The control for the test above: the same writer, one patient, converts (names padded differently still name
+    one patient)."""
+    import pydicom
+    from typer.testing import CliRunner
+
+    from curation.cli import app
+
+    folder, out = _mixed_series(tmp_path, "one"), tmp_path / "out.nii.gz"
+    first = sorted(folder.iterdir())[0]
+    ds = pydicom.dcmread(first)
+    ds.PatientName = "QUIMBY^JOSEPH^^^"
+    ds.save_as(first)
+    result = CliRunner().invoke(app, ["imaging", "convert", str(folder), str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.is_file() and "shape (12, 10, 6)" in result.output
+
+
+def test_normalize_quarantines_a_series_of_two_patients(tmp_path: Path) -> None:
+    """The normalize stage reads series through the same loader: the series is refused ``mixed_patients``."""
+    from curation.imaging.normalize import process_series
+    from curation.imaging.steps.base import SeriesTask
+
+    folder = _mixed_series(tmp_path, "split")
+    files = sorted(str(p) for p in folder.iterdir())
+    res = process_series(SeriesTask("dicom", files, NormalizeParams(), str(tmp_path / "n"), str(tmp_path / "n")))
+    assert not res.ok and res.reason == "mixed_patients" and "PatientID differs" in res.detail
+    assert not (tmp_path / "n").exists()
+
+
+@pytest.mark.skipif(not (SHARED / "fixtures" / "dicom-real" / "siemens-xa30").is_dir(), reason="needs ../shared")
+def test_imaging_convert_refuses_a_real_series_with_another_patients_slice(tmp_path: Path) -> None:
+    """A real scanner series (Siemens XA30) where one slice is given another Patient ID."""
+    import shutil
+
+    import pydicom
+    from typer.testing import CliRunner
+
+    from curation.cli import app
+
+    real = SHARED / "fixtures" / "dicom-real" / "siemens-xa30" / "2001_AAHead_Scout"
+    folder = tmp_path / "scout"
+    shutil.copytree(real, folder)
+    files = sorted(folder.iterdir())
+    ds = pydicom.dcmread(files[-1])
+    ds.PatientID = str(ds.get("PatientID", "") or "") + "-OTHER"
+    ds.save_as(files[-1])
+    result = CliRunner().invoke(app, ["imaging", "convert", str(folder), str(tmp_path / "out.nii.gz")])
+    assert result.exit_code == 3, result.output
+    assert result.output.startswith(f"error: {folder}: mixed_patients (slices of 2 patients in one series "
+                                    f"(PatientID differs: ")
+    assert files[-1].name in result.output and not (tmp_path / "out.nii.gz").exists()
 
 
 # ------------------------------------------------------------------ quarantine bookkeeping

@@ -22,7 +22,7 @@ def imaging_convert(
     """Convert one image or series to a canonical RAS+ NIfTI (within normalize.bounds.max_volume_bytes)."""
     import nibabel as nib
 
-    from curation.imaging.convert import convert_path
+    from curation.imaging.convert import MixedPatients, convert_path
     from curation.io.volumes import VolumeTooLarge, save_nifti
 
     if not src.exists():
@@ -32,6 +32,9 @@ def imaging_convert(
         img, info = convert_path(src, params_section(params, "normalize").bounds.max_volume_bytes)
     except VolumeTooLarge as exc:
         echo_error(f"{src}: volume_too_large ({exc})")
+        raise typer.Exit(3) from None
+    except MixedPatients as exc:
+        echo_error(f"{src}: mixed_patients ({exc})")
         raise typer.Exit(3) from None
     except Exception as exc:
         echo_error(f"{src}: cannot convert ({type(exc).__name__}: {exc})")

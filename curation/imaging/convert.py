@@ -18,7 +18,16 @@ LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
 # (the rest of a header is skipped, not decoded); a whole-volume file is read again whole by _load_volume_file
 SERIES_TAGS = ["SeriesInstanceUID", "ImageOrientationPatient", "ImagePositionPatient", "AcquisitionNumber",
                "InstanceNumber", "Rows", "Columns", "SamplesPerPixel", "NumberOfFrames", "BitsAllocated", "ImageType",
-               "RepetitionTime", "EchoTime", "InversionTime", "MagneticFieldStrength", "FlipAngle", "Manufacturer"]
+               "RepetitionTime", "EchoTime", "InversionTime", "MagneticFieldStrength", "FlipAngle", "Manufacturer",
+               "PatientID", "PatientName", "PatientBirthDate"]
+# the patient a slice belongs to: every slice of one volume must name the same one (``MixedPatients``)
+PATIENT_TAGS = ("PatientID", "PatientName", "PatientBirthDate")
+
+
+class MixedPatients(ValueError):
+    """Slices of one series that disagree on the patient: a PACS export fault (one SOP Instance UID or one series
+    given to two people), refused rather than made into one volume of two people (ingest quarantines such files as
+    ``sop_instance_uid_collision``)."""
 
 
 def load_dicom_series(files: list[str], max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
@@ -33,6 +42,7 @@ def load_dicom_series(files: list[str], max_bytes: int | None = None) -> tuple[n
     for f in files:
         ds = pydicom.dcmread(f, stop_before_pixels=True, specific_tags=SERIES_TAGS)
         headers.append((f, ds))
+    _check_one_patient(headers)
     if max_bytes is not None:
         need = sum(_pixel_bytes(ds) for _, ds in headers)
         if need > max_bytes:
@@ -72,6 +82,29 @@ def load_dicom_series(files: list[str], max_bytes: int | None = None) -> tuple[n
     if first.get("Manufacturer"):
         info["sidecar"]["Manufacturer"] = str(first.Manufacturer)
     return nii, info
+
+
+def _check_one_patient(headers: list[tuple[str, Any]]) -> None:
+    """Refuse slices that disagree on the patient: Patient ID compared as read (a slice without one is not the
+    patient of a slice with one), name and birth date where a slice has them (de-identification may blank them).
+    The error names the files and the element, never the values (they identify someone)."""
+    for tag in PATIENT_TAGS:
+        seen: dict[str, str] = {}  # value -> the first file carrying it
+        for f, ds in headers:
+            value = _patient_value(ds, tag)
+            if value or tag == "PatientID":
+                seen.setdefault(value, f)
+        if len(seen) > 1:
+            first, other = sorted(seen.values())[:2]
+            raise MixedPatients(f"slices of {len(seen)} patients in one series ({tag} differs: {Path(first).name} "
+                                f"vs {Path(other).name}); refusing to make one volume of them")
+
+
+def _patient_value(ds: Any, tag: str) -> str:
+    """The element's value as text, with the padding and empty trailing name components (``DOE^JOHN^^``) that do
+    not change who it names removed."""
+    text = str(ds.get(tag, "") or "").strip()
+    return text.rstrip("^ ").upper() if tag == "PatientName" else text
 
 
 def _pixel_bytes(ds: Any) -> int:

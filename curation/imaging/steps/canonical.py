@@ -14,13 +14,15 @@ from curation.schema import Step
 
 def to_canonical(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     """Read the series (DICOM, Analyze, NIfTI) as one canonical RAS+ volume; refuse an empty or blank one."""
-    from curation.imaging.convert import load_volume
+    from curation.imaging.convert import MixedPatients, load_volume
 
     t = ctx.task
     try:
         img, ctx.info = load_volume(t.format, t.files, ctx.params.bounds.max_volume_bytes)
     except VolumeTooLarge as exc:
         raise Refused(Outcome.failure("volume_too_large", str(exc))) from exc
+    except MixedPatients as exc:
+        raise Refused(Outcome.failure("mixed_patients", str(exc))) from exc
     except Exception as exc:
         raise Refused(Outcome.failure("convert_failed", f"{type(exc).__name__}: {exc}")) from exc
     blank = _blank(img)

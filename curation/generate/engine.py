@@ -176,6 +176,7 @@ class Engine:
         _check_lists_of_text(self.knowledge, params.knowledge)
         _check_named_once(self.knowledge, params.knowledge)
         self.diagnoses = load_diagnoses(params.diagnoses)
+        self.kinds_asked: Counter[str] = Counter()  # the sequences asked of teaching cases so far
         self._compiled: dict[str, jinja2.Template] = {}
         self.env = jinja2.Environment(undefined=_Absent, autoescape=False, keep_trailing_newline=False)
 
@@ -222,7 +223,7 @@ class Engine:
     def generate(self, case: Case) -> tuple[list[Item], dict[str, int]]:
         """The items of one case: per template, from the first fact set (visit, or registered pair) that has what
         it requires; at most one item per case and answered fact. Answer letters are set by ``finalize``."""
-        sets = fact_sets(case, self.knowledge, self.diagnoses)
+        sets = fact_sets(case, self.knowledge, self.diagnoses, self.kinds_asked)
         items: list[Item] = []
         skipped: Counter[str] = Counter()
         asked: set[frozenset[str]] = set()

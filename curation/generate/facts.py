@@ -8,6 +8,7 @@ A missing fact is simply absent; a template that requires it is not made from th
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -94,8 +95,8 @@ class Facts(BaseModel):
     ventricles_ml_followup: float | None = None
     # a teaching case's (teaching.py)
     dx_options: list[str] | None = None
-    site: str | None = None
-    site_options: list[str] | None = None
+    structure: str | None = None
+    structure_options: list[str] | None = None
     findings_report: str | None = None
     treatment: str | None = None
     treatment_first: str | None = None
@@ -122,7 +123,8 @@ def known_fact(dotted: str) -> bool:
     return nested is not None and rest in nested.model_fields
 
 
-def fact_sets(case: Case, knowledge: dict[str, Any], diagnoses: Diagnoses | None = None) -> list[dict[str, Any]]:
+def fact_sets(case: Case, knowledge: dict[str, Any], diagnoses: Diagnoses | None = None,
+              kinds_asked: Counter[str] | None = None) -> list[dict[str, Any]]:
     """The fact sets of ``case``: one per imaging visit in visit order, then baseline/follow-up pairs; a case without
     imaging visits (a case report, a Radiopaedia case) has one set holding its figures."""
     common = _case_facts(case, knowledge)
@@ -140,7 +142,7 @@ def fact_sets(case: Case, knowledge: dict[str, Any], diagnoses: Diagnoses | None
         if case.diagnosis.primary:
             f["dx"] = case.diagnosis.primary
         if diagnoses is not None and teaching_case(case):
-            teaching_facts(f, case, diagnoses)
+            teaching_facts(f, case, diagnoses, Counter() if kinds_asked is None else kinds_asked)
         else:
             figure_facts(f, case)
             finding_facts(f, case, knowledge)

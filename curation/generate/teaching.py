@@ -10,6 +10,7 @@ reference an open answer is graded against."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 from curation.ingest.figure_kinds import all_kinds, kind_name
@@ -27,18 +28,9 @@ ABNORMAL = re.compile(
 NEGATED = re.compile(r"\b(no|not|without|normal(ly)?|unremarkable|negative)\b", re.I)
 SPINE = re.compile(r"\b(spine|spinal|cervical|thoracic|lumbar|sacral|vertebra\w*|cord|c\d|t\d{1,2}|l\d|s1)\b", re.I)
 MR_KINDS = ("T1", "T1C", "T2", "FLAIR", "DWI", "ADC", "SWI", "MRA")
-# the rarer a sequence among teaching figures, the sooner it is asked, so that keys spread over the sequences
+# of the sequences asked least so far, the rarer among teaching figures is asked first (keys spread over sequences)
 KIND_RARITY = ("ADC", "SWI", "MRA", "DWI", "FLAIR", "T1C", "T1", "T2")
-SITE_NAMES = {
-    "intra-axial": "within the brain parenchyma (intra-axial)",
-    "extra-axial": "outside the brain, in the meninges or the subdural or subarachnoid space (extra-axial)",
-    "intraventricular": "within the ventricular system",
-    "sellar": "in the sella turcica or the suprasellar cistern",
-    "bone": "in the bone of the skull or skull base",
-    "spine": "in the spinal canal or the vertebral column",
-    "orbit": "in the orbit or along the optic nerve",
-    "ear": "in the inner or middle ear",
-}
+COMMON_KINDS = ("FLAIR", "T1C", "T1", "T2")
 
 
 def teaching_case(case: Case) -> bool:
@@ -71,6 +63,14 @@ def clip(text: str, limit: int = 700) -> str:
     return out
 
 
+def _structure(caption: str, dx_table: Diagnoses) -> str | None:
+    """Where the first sentence of ``caption`` that describes an abnormality puts it."""
+    for sentence in re.split(r"(?<=[.;])\s+|\n", caption):
+        if ABNORMAL.search(sentence) and not NEGATED.search(sentence):
+            return dx_table.structure(sentence)
+    return None
+
+
 def _usable(fig: Figure, site: str | None) -> bool:
     if fig.missing or not fig.renders or fig.kind is None:
         return False
@@ -85,8 +85,9 @@ def _evidence(fig: Figure) -> dict[str, Any]:
                     plane=fig.plane or "figure").model_dump()
 
 
-def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses) -> None:
-    """Fill ``f`` (a fact set of a figure case) with what its figures and its report give."""
+def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, kinds_asked: Counter[str]) -> None:
+    """Fill ``f`` (a fact set of a figure case) with what its figures and its report give. ``kinds_asked``: how
+    often each sequence was asked of the cases before this one (updated here), so that keys spread over them."""
     dx = dx_table.name(case.diagnosis.primary) or dx_table.name(case.title)
     entry = dx_table.entry(dx)
     site = entry.site if entry else None
@@ -95,9 +96,6 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses) -> None:
         options = [d for d in dx_table.differential(case.diagnosis.differential) if d != dx]
         options += [dx_table.canonical(m) for m in entry.mimics] if entry else []
         f["dx_options"] = [d for d in dict.fromkeys(options) if d != dx]
-        if site in SITE_NAMES:
-            f["site"] = SITE_NAMES[site]
-            f["site_options"] = [v for k, v in SITE_NAMES.items() if k != site]
     findings = case.sections.get("findings", "")
     if findings:
         f["findings_report"] = clip(findings)
@@ -115,6 +113,10 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses) -> None:
         f["key_caption"] = clip(key.caption, 600)
         f["key_caption_first"] = first_sentence(key.caption)
         f["key_kind_name"] = kind_name(key.kind) if key.kind else None
+        where = _structure(key.caption, dx_table)
+        if where and dx_table.near(where):
+            f["structure"] = where
+            f["structure_options"] = dx_table.near(where)
         other = next((fig for fig in shown[1:] if fig.kind != key.kind), None)
         if other is not None and other.kind:
             f["image"]["second_figure"] = _evidence(other)
@@ -124,9 +126,15 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses) -> None:
                                    else f"First image: {f['key_caption']} Second image: {clip(other.caption, 600)}")
     mr = [fig for fig in case.figures if fig.kind in MR_KINDS and fig.renders and not fig.missing]
     key_kind = shown[0].kind if shown else None
-    ask = sorted(mr, key=lambda fig: (fig.kind == key_kind, KIND_RARITY.index(fig.kind or "T2")))
-    if ask:
+    # the key figure's sequence is told in its items' context: asking it would ask what a sibling states
+    ask = sorted((fig for fig in mr if fig.kind != key_kind),
+                 key=lambda fig: (kinds_asked[fig.kind or ""], KIND_RARITY.index(fig.kind or "T2")))
+    # a sequence is asked only while it is at most two ahead of the least asked of the common ones: where cases
+    # have only T1 or T2 images, asking each would make those the answer most of the time
+    floor = min(kinds_asked[k] for k in COMMON_KINDS)
+    if ask and kinds_asked[ask[0].kind or ""] <= floor + 2:
         fig = ask[0]
+        kinds_asked[fig.kind or ""] += 1
         f["image"]["kind_figure"] = _evidence(fig)
         f["kind_asked"] = kind_name(fig.kind or "")
         f["kind_options"] = [kind_name(k) for k in MR_KINDS if k != fig.kind and k in all_kinds()]

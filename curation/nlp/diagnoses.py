@@ -25,10 +25,17 @@ class DiagnosisEntry(BaseModel):
     mimics: list[str]
 
 
+class StructureEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    aka: list[str]
+    near: list[str]
+
+
 class DiagnosisTable(BaseModel):
     model_config = ConfigDict(extra="forbid")
     diagnoses: dict[str, DiagnosisEntry]
     noise: list[str] = []
+    structures: dict[str, StructureEntry] = {}
 
 
 # one spelling for both sides of a match: British and American forms, hyphens and apostrophes as spaces
@@ -73,6 +80,15 @@ class Diagnoses:
         self._noise = re.compile("|".join(f"(?:{n})" for n in self.table.noise), re.I) if self.table.noise else None
         aliases = sorted(self.names, key=len, reverse=True)
         self._alias = re.compile(r"\b(" + "|".join(re.escape(a) for a in aliases) + r")\b")
+        self.structure_names = {fold(a): name for name, e in self.table.structures.items() for a in [name, *e.aka]}
+        words = sorted(self.structure_names, key=len, reverse=True)
+        # a structure the finding lies in ("in the left thalamus"), not one it acts on ("mass effect upon the 4th
+        # ventricle", "displacing the pons"): the preposition before it says which
+        self._site = re.compile(r"\b(?:in|within|involving|of|at|along|from|throughout)\s+(?:the\s+)?"
+                                r"(?:(?:left|right|bilateral|both|l|r|anterior|posterior|medial|lateral|inferior|"
+                                r"superior|mid|midline)\s+)*(" + "|".join(re.escape(w) for w in words) + r")\b")
+        self._acts_on = re.compile(r"\b(upon|on|displac\w*|compress\w*|effac\w*|abut\w*|toward\w*|into|"
+                                   r"extend\w*|extension)\s+$")
 
     def name(self, text: str | None) -> str | None:
         """The one name of the diagnosis ``text`` states: its longest alias (the earliest of equal length), or
@@ -93,6 +109,19 @@ class Diagnoses:
 
     def entry(self, name: str | None) -> DiagnosisEntry | None:
         return self.table.diagnoses.get(name) if name else None
+
+    def structure(self, text: str) -> str | None:
+        """The structure a finding lies in, by the first "in the ..." of ``text`` that names one (``text`` already
+        one sentence that describes an abnormality)."""
+        t = fold(text)
+        for m in self._site.finditer(t):
+            if not self._acts_on.search(t[max(0, m.start() - 40):m.start()]):
+                return self.structure_names[m.group(1)]
+        return None
+
+    def near(self, structure: str) -> list[str]:
+        e = self.table.structures.get(structure)
+        return list(e.near) if e else []
 
     def differential(self, texts: list[str]) -> list[str]:
         """The whole diagnoses a written differential lists, each once by its one name, in the order written.

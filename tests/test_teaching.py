@@ -1,0 +1,130 @@
+"""Teaching cases: the MedPix source, diagnoses by one name, and every template over every real case of
+``../shared/fixtures/medpix-dev`` and the JATS case reports (no template may fail with an exception)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from curation.generate.engine import Engine
+from curation.ingest import run
+from curation.ingest.figure_kinds import figure_kind
+from curation.jsonio import read_jsonl
+from curation.nlp.diagnoses import Diagnoses
+from curation.params import GenerateParams, IngestParams
+from curation.schema import Case, Render
+
+from .conftest import ROOT, SHARED
+
+MEDPIX = SHARED / "fixtures" / "medpix-dev"
+JATS = SHARED / "fixtures" / "jats"
+needs_medpix = pytest.mark.skipif(not MEDPIX.is_dir(), reason="shared fixtures absent")
+DIAGNOSES = ROOT / "templates" / "knowledge" / "diagnoses.yaml"
+
+
+def _ingest(source: str, raw: Path, out: Path) -> list[Case]:
+    run(IngestParams(max_failure_rate=0.5), source, raw, out)
+    return list(read_jsonl(out / "cases.jsonl", Case))
+
+
+def _rendered(case: Case) -> Case:
+    """The case as normalize leaves a figure: one render, the figure itself (no resampling needed here)."""
+    for fig in case.figures:
+        if fig.path and not fig.missing:
+            fig.renders = [Render(plane="figure", role="figure", path=fig.path, target="figure")]
+    return case
+
+
+@pytest.mark.parametrize(("words", "plane", "kind", "seq", "contrast", "want_plane"), [
+    ("MR - T1W w/Gadolinium", "Axial", "T1C", "T1w", True, "axial"),
+    ("MR - T1W - noncontrast", "Sagittal", "T1", "T1w", False, "sagittal"),
+    ("T2 weighted", None, "T2", "T2w", False, None),
+    ("ADC Map", "Transverse", "ADC", "ADC", False, "axial"),
+    ("Axial T1 C+", None, "T1C", "T1w", True, None),
+    ("MR T2* gradient,GRE,MPGR,SWAN,SWI", "Coronal", "SWI", "SWI", False, "coronal"),
+    ("CT - noncontrast", "Axial", "CT", None, False, "axial"),
+    ("MR - Montage of Images", "Multiple or Montage", None, None, False, None),
+])
+def test_figure_kind_reads_what_sources_call_their_images(words: str, plane: str | None, kind: str | None,
+                                                           seq: str | None, contrast: bool,
+                                                           want_plane: str | None) -> None:
+    k = figure_kind(words, plane)
+    assert (k.kind, k.sequence, k.contrast, k.plane) == (kind, seq, contrast, want_plane)
+
+
+def test_diagnoses_by_one_name_and_differentials_as_whole_diagnoses() -> None:
+    d = Diagnoses(DIAGNOSES)
+    assert d.name("Brain biopsy confirmed patient has glioblastoma multiforme.") == "Glioblastoma"
+    assert d.name("Cerebellar hemangioblastoma (WHO Grade I)") == "Haemangioblastoma"
+    assert d.name("Acute Stroke, Hemorrhage in Basal Ganglia") == "Hypertensive intracerebral haemorrhage"
+    assert d.name("Dilated Virchow Robin Space") == "Dilated perivascular spaces"
+    assert d.name("an unremarkable study") is None
+    text = ("•  Calvarial Hemangioma\n•  Eosinophilic Granuloma - wrong age group\n"
+            "•  Metastasis - unlikely since there is preservation of the trabeculae\n"
+            "and infections such as tuberculosis")
+    # whole diagnoses by their one names; a fragment is never an option
+    assert d.differential([text]) == ["Calvarial haemangioma", "Eosinophilic granuloma", "Cerebral metastasis"]
+    assert d.structure("Early subacute hemorrhage involving the left thalamus and basal ganglia") == "thalamus"
+    # a structure the finding acts on is not where it lies
+    assert d.structure("mass exerting mass effect upon the 4th ventricle in the cerebellar vermis") == "cerebellum"
+
+
+def test_medpix_layout_quarantines_bad_records(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    (raw / "images").mkdir(parents=True)
+    (raw / "Case_topic.json").write_text(
+        '[{"U_id": "MPX1", "MRI": ["MPX1_a"], "Case": {"Case Diagnosis": "Colloid cyst", "History": "Headache.",'
+        ' "Findings": "N/A"}}, {"U_id": "MPX2", "Case": {"Title": 7}}, "not a record",'
+        ' {"U_id": "MPX3", "Case": {"Case Diagnosis": "N/A", "Findings": "N/A"}}]')
+    (raw / "Descriptions.json").write_text(
+        '[{"U_id": "MPX1", "image": "MPX1_a", "Type": "MR", "Description": {"Modality": "MR - FLAIR",'
+        ' "Plane": "Axial", "Caption": "A rounded mass at the foramen of Monro.", "Age": "40", "Sex": "female"}}]')
+    (raw / "images" / "MPX1_a.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (raw / "images" / "stray.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    report = run(IngestParams(max_failure_rate=1.0), "medpix", raw, tmp_path / "out")
+    cases = list(read_jsonl(tmp_path / "out" / "cases.jsonl", Case))
+    assert [c.diagnosis.primary for c in cases] == ["Colloid cyst"]
+    fig = cases[0].figures[0]
+    assert (fig.kind, fig.sequence, fig.plane) == ("FLAIR", "FLAIR", "axial")
+    assert cases[0].patient.age == 40 and cases[0].patient.sex == "F"
+    assert "findings" not in cases[0].sections  # "N/A" is no text
+    assert "MPX1" in (cases[0].attribution or "") and "MedPix" in (cases[0].attribution or "")
+    assert "Radiopaedia" not in (cases[0].attribution or "")
+    rep = report.as_dict()
+    assert rep["failures_by_reason"] == {"case_malformed": 2, "case_missing_field": 1}
+    assert rep["skipped_by_reason"] == {"skipped:unreferenced_image": 1}
+
+
+@needs_medpix
+def test_medpix_dev_ingests_every_case_and_figure(tmp_path: Path) -> None:
+    cases = _ingest("medpix", MEDPIX, tmp_path / "o")
+    assert len(cases) == 77
+    figs = [f for c in cases for f in c.figures]
+    assert len(figs) == 278 and not any(f.missing for f in figs)
+    assert sum(1 for f in figs if f.kind) >= 250
+    assert all(c.source.value == "medpix" and "MedPix" in (c.attribution or "") for c in cases)
+
+
+@pytest.mark.skipif(not (MEDPIX.is_dir() and JATS.is_dir()), reason="shared fixtures absent")
+def test_every_template_on_every_real_case_skips_only_for_missing_data(tmp_path: Path) -> None:
+    cases = _ingest("medpix", MEDPIX, tmp_path / "m") + _ingest("case-reports", JATS, tmp_path / "j")
+    params = GenerateParams(templates_dir=str(ROOT / "templates" / "questions"),
+                            knowledge=str(ROOT / "templates" / "knowledge" / "neurology.yaml"),
+                            diagnoses=str(DIAGNOSES))
+    engine = Engine(params)
+    skipped: Counter[str] = Counter()
+    made: Counter[str] = Counter()
+    for case in cases:
+        items, why = engine.generate(_rendered(case))
+        skipped.update(why)
+        made.update(i.task_type.value for i in items if i.source.value == "medpix")
+        for i in items:
+            assert all(Path(p).is_file() for p in i.images)
+            if i.options:
+                assert i.answer in i.options and len(set(i.options)) == len(i.options)
+    errors = [k for k in skipped if "render_error" in k or "Error" in k]
+    assert not errors, errors
+    # the teaching templates make items of several task types from real cases
+    assert len(made) >= 7 and sum(made.values()) >= 150, made

@@ -24,7 +24,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "raw"
         write_demo_corpus(raw)
-        for source in ("adni", "oasis1", "oasis3", "radiopaedia", "case-reports"):
+        for source in ("adni", "oasis1", "oasis3", "radiopaedia", "case-reports", "medpix"):
             run(IngestParams(max_failure_rate=0.5), source, raw / source, Path(tmp) / source)
             cases = list(read_jsonl(Path(tmp) / source / "cases.jsonl", Case))
             out = ROOT / "tests" / "golden" / f"{source}.json"

@@ -205,7 +205,7 @@ def golden_summary(cases: list[Case]) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("source", ["adni", "oasis1", "oasis3", "radiopaedia", "case-reports"])
+@pytest.mark.parametrize("source", ["adni", "oasis1", "oasis3", "radiopaedia", "case-reports", "medpix"])
 def test_golden_ingest(source: str, demo_raw: Path, tmp_path: Path) -> None:
     """Golden in/ref: the generated demo tree (in) must ingest to the committed reference (ref).
 

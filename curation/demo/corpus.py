@@ -1,4 +1,5 @@
-"""Write the demo raw corpus: ADNI, OASIS-1, OASIS-3, Radiopaedia and a PMC case report (one writer module each).
+"""Write the demo raw corpus: ADNI, OASIS-1, OASIS-3, Radiopaedia, a PMC case report and MedPix teaching cases (one
+writer module each).
 
 Everything is synthetic and seeded; the PHI in it is fake and exists so de-identification has
 something real to remove (names, dates, MRNs, addresses in headers, sidecars and notes).
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curation.demo import adni, case_reports, oasis1, oasis3, radiopaedia
+from curation.demo import adni, case_reports, medpix, oasis1, oasis3, radiopaedia
 
 WRITERS = {
     "adni": adni.write_adni,
@@ -16,6 +17,7 @@ WRITERS = {
     "oasis3": oasis3.write_oasis3,
     "radiopaedia": radiopaedia.write_radiopaedia,
     "case-reports": case_reports.write_case_reports,
+    "medpix": medpix.write_medpix,
 }
 
 

@@ -96,6 +96,7 @@ class Facts(BaseModel):
     # a teaching case's (teaching.py)
     dx_options: list[str] | None = None
     structure: str | None = None
+    dx_in_history: bool | None = None
     structure_options: list[str] | None = None
     findings_report: str | None = None
     treatment: str | None = None

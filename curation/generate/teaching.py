@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from curation.ingest.figure_kinds import all_kinds, kind_name
+from curation.ingest.figure_kinds import all_kinds, figure_kind, kind_name
 from curation.nlp.diagnoses import Diagnoses, fold
 from curation.schema import Case, Evidence, Figure
 
@@ -72,12 +72,28 @@ def _structure(caption: str, dx_table: Diagnoses) -> str | None:
 
 
 def _usable(fig: Figure, site: str | None) -> bool:
-    if fig.missing or not fig.renders or fig.kind is None:
+    if fig.missing or not fig.renders or fig.kind is None or not _label_agrees(fig):
         return False
     if fig.kind in ("MRA", "CTA") and site != "vascular":
         return False
     where = f"{fig.caption} {fig.label or ''}"
     return not (SPINE.search(where) and site != "spine")
+
+
+def _label_agrees(fig: Figure) -> bool:
+    """Whether what the caption calls the image agrees with the source's label: a caption that says "CT" under a
+    figure labelled T1 MRI (or "T2" under T1 with gadolinium) means one of them is wrong, and neither is told."""
+    said = figure_kind(fig.caption).kind
+    if said is None or said == fig.kind:
+        return True
+    both = {said, fig.kind}
+    return both in ({"T1", "T1C"}, {"DWI", "ADC"}) and fig.modality == "MR"  # a pre/post pair's caption names both
+
+
+def _own_caption(fig: Figure, case: Case) -> bool:
+    """Whether the caption describes this figure alone: a caption shared with another figure of the case describes
+    a series, or several sequences, and names findings that the slice shown need not hold."""
+    return sum(1 for g in case.figures if fold(g.caption) == fold(fig.caption)) == 1
 
 
 def _evidence(fig: Figure) -> dict[str, Any]:
@@ -91,11 +107,15 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, kinds_ask
     dx = dx_table.name(case.diagnosis.primary) or dx_table.name(case.title)
     entry = dx_table.entry(dx)
     site = entry.site if entry else None
+    if dx and dx_table.given_by(dx, case.presentation):
+        f["dx_in_history"] = True  # the history alone names it: no item asks the diagnosis
+        dx = None
     if dx:
         f["dx"] = dx
         options = [d for d in dx_table.differential(case.diagnosis.differential) if d != dx]
         options += [dx_table.canonical(m) for m in entry.mimics] if entry else []
-        f["dx_options"] = [d for d in dict.fromkeys(options) if d != dx]
+        broader = set(entry.within) if entry else set()
+        f["dx_options"] = [d for d in dict.fromkeys(options) if d != dx and d not in broader]
     findings = case.sections.get("findings", "")
     if findings:
         f["findings_report"] = clip(findings)
@@ -106,7 +126,10 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, kinds_ask
     usable = [fig for fig in case.figures if _usable(fig, site)]
     scored = sorted(((caption_score(fig.caption), -n, fig) for n, fig in enumerate(usable)),
                     key=lambda x: (x[0], x[1]), reverse=True)
-    shown = [fig for score, _, fig in scored if score > 0 and len(fig.caption.split()) >= 5]
+    # the caption is the reference an answer is graded against: it must describe this slice (its own caption),
+    # describe an abnormality in more than a word, and not be a quiz prompt ("Can you detect the abnormality?")
+    shown = [fig for score, _, fig in scored
+             if score >= 2 and len(fig.caption.split()) >= 6 and "?" not in fig.caption and _own_caption(fig, case)]
     if shown:
         key = shown[0]
         f["image"]["key_figure"] = _evidence(key)

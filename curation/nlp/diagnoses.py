@@ -23,6 +23,10 @@ class DiagnosisEntry(BaseModel):
     aka: list[str]
     site: str
     mimics: list[str]
+    # what in a history alone gives the diagnosis (acromegaly -> a pituitary adenoma): no item asks it of such a case
+    clues: list[str] = []
+    # diagnoses that include this one (a low-grade glioma includes an oligodendroglioma): never a wrong option for it
+    within: list[str] = []
 
 
 class StructureEntry(BaseModel):
@@ -102,6 +106,13 @@ class Diagnoses:
             if best is None or cand < best:
                 best = cand
         return best[2] if best else None
+
+    def given_by(self, name: str, history: str) -> bool:
+        """Whether ``history`` names the diagnosis or one of its clues (a word of the history, not of the image)."""
+        e = self.table.diagnoses.get(name)
+        h = f" {fold(history)} "
+        words = [name, *(e.aka if e else []), *(e.clues if e else [])]
+        return any(f" {fold(w)} " in h for w in words if len(fold(w)) >= 4)
 
     def canonical(self, name: str) -> str:
         """A name as the table writes it (a mimic listed under another of its names resolves to that)."""

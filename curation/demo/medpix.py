@@ -1,0 +1,70 @@
+"""Demo MedPix tree in the MedPix 2.0 layout (Case_topic.json, Descriptions.json, images/): two synthetic teaching
+cases whose figures are drawn from the phantom, so the MedPix source runs in the demo pipeline. Real MedPix cases
+(``../shared/fixtures/medpix-dev``) are what the source is developed and measured on; these only keep it running."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from curation.demo.phantom import SHAPE, Lesion, Pathology, axial_png_array, head
+from curation.records import write_bytes, write_text
+
+CASES: list[dict[str, Any]] = [
+    {
+        "uid": "MPX9002", "age": "67", "sex": "male",
+        "case": {
+            "Title": "Glioblastoma", "History": "67 year old man with three weeks of progressive left arm weakness.",
+            "Exam": "Left pronator drift.",
+            "Findings": "A heterogeneous mass with a necrotic centre and surrounding oedema in the right frontal lobe.",
+            "Differential Diagnosis": "• Metastasis\n• Lymphoma\n• Abscess",
+            "Case Diagnosis": "Glioblastoma", "Diagnosis By": "Pathology",
+            "Treatment & Follow Up": "Neurosurgical resection followed by radiotherapy and temozolomide.",
+            "Discussion": "N/A",
+        },
+        "lesion": Lesion.at_mm(30, 20, 40, 12.0),
+        "pathology": Pathology(oedema_mm=8.0, necrotic=True, mass_effect_mm=3.0),
+        "figures": [("FLAIR", "MR - FLAIR", "FLAIR hyperintense mass with surrounding oedema in the right frontal lobe."),
+                    ("T2w", "MR - T2 weighted", "T2 hyperintense mass with a necrotic centre in the right frontal lobe.")],
+    },
+    {
+        "uid": "MPX9004", "age": "71", "sex": "female",
+        "case": {
+            "Title": "Acute ischemic stroke", "History": "71 year old woman found with sudden right-sided weakness.",
+            "Exam": "Right hemiparesis and aphasia.",
+            "Findings": "Restricted diffusion in the left frontal lobe, an acute infarct.",
+            "Differential Diagnosis": "Low-grade glioma\nHerpes encephalitis",
+            "Case Diagnosis": "Acute ischemic stroke", "Diagnosis By": "Imaging",
+            "Treatment & Follow Up": "N/A", "Discussion": "N/A",
+        },
+        "lesion": Lesion.at_mm(-32, 18, 44, 10.0),
+        "pathology": None,
+        "figures": [("DWI", "MR - DWI Diffusion Weighted", "Restricted diffusion in the left frontal lobe."),
+                    ("T1w", "MR - T1W - noncontrast", "Subtle low signal in the left frontal lobe.")],
+    },
+]
+
+
+def write_medpix(root: Path) -> None:
+    topics, descriptions = [], []
+    for n, case in enumerate(CASES):
+        z = int(round(case["lesion"].center[2] * (SHAPE[2] - 1)))
+        names = []
+        for k, (sequence, modality, caption) in enumerate(case["figures"]):
+            name = f"{case['uid']}_synpic{90000 + 10 * n + k}"
+            vol = head(sequence, lesion=case["lesion"], seed=7000 + 10 * n + k, pathology=case["pathology"])
+            buf = io.BytesIO()
+            Image.fromarray(axial_png_array(vol, z)).save(buf, format="PNG")
+            write_bytes(root / "images" / f"{name}.png", buf.getvalue())
+            names.append(name)
+            descriptions.append({"Type": "MR", "U_id": case["uid"], "image": name, "Location": "Brain and Neuro",
+                                 "Description": {"Caption": caption, "Modality": modality, "Plane": "Axial",
+                                                 "Age": case["age"], "Sex": case["sex"], "Figure Part": str(k + 1)}})
+        topics.append({"U_id": case["uid"], "MRI": names, "TAC": [], "Case": case["case"],
+                       "Topic": {"Title": case["case"]["Title"], "Category": "demo"}})
+    write_text(root / "Case_topic.json", json.dumps(topics, indent=1) + "\n")
+    write_text(root / "Descriptions.json", json.dumps(descriptions, indent=1) + "\n")

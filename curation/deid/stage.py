@@ -34,7 +34,8 @@ from curation.schema import Case, attribution_of
 # neither). Free text from a source goes through text de-identification; "[]" is every item of a list, "*" every
 # value of a mapping (EHR text: multi-word values; a one-word value is a code).
 CASE_TEXT_FIELDS = ("title", "history", "presentation", "notes", "attribution", "publication.title",
-                    "figures[].caption", "figures[].label", "sections.*", "ehr.*", "diagnosis.primary", "diagnosis.differential[]",
+                    "figures[].caption", "figures[].label", "sections.*",
+                    "ehr.*", "diagnosis.primary", "diagnosis.differential[]",
                     "visits[].series[].description")
 # ids, pseudonyms, paths, hashes, codes and enumerations; article metadata a licence names (authors, journal, DOI);
 # findings, which extract derives from the de-identified text after this stage; source flags (a field name, a rule

@@ -28,8 +28,10 @@ CASES: list[dict[str, Any]] = [
         },
         "lesion": Lesion.at_mm(30, 20, 40, 12.0),
         "pathology": Pathology(oedema_mm=8.0, necrotic=True, mass_effect_mm=3.0),
-        "figures": [("FLAIR", "MR - FLAIR", "FLAIR hyperintense mass with surrounding oedema in the right frontal lobe."),
-                    ("T2w", "MR - T2 weighted", "T2 hyperintense mass with a necrotic centre in the right frontal lobe.")],
+        "figures": [
+            ("FLAIR", "MR - FLAIR", "FLAIR hyperintense mass with surrounding oedema in the right frontal lobe."),
+            ("T2w", "MR - T2 weighted", "T2 hyperintense mass with a necrotic centre in the right frontal lobe."),
+        ],
     },
     {
         "uid": "MPX9004", "age": "71", "sex": "female",

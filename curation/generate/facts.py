@@ -25,8 +25,8 @@ SEX_WORD = {"F": "woman", "M": "man"}
 
 
 IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequence_known", "baseline_hippocampus",
-               "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "second_figure",
-               "kind_figure")
+               "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "dx_figure",
+               "pair_first", "pair_second", "kind_figure")
 
 
 class LesionFacts(BaseModel):
@@ -96,16 +96,17 @@ class Facts(BaseModel):
     # a teaching case's (teaching.py)
     dx_options: list[str] | None = None
     structure: str | None = None
-    dx_in_history: bool | None = None
+    dx_direct: str | None = None
+    dx_with_history: str | None = None
+    dx_told_ok: bool | None = None
+    dx_kind_name: str | None = None
+    pair_kind_names: list[str] | None = None
     structure_options: list[str] | None = None
     findings_report: str | None = None
-    treatment: str | None = None
-    treatment_first: str | None = None
     key_caption: str | None = None
     key_caption_first: str | None = None
     key_kind_name: str | None = None
     pair_reference: str | None = None
-    second_kind_name: str | None = None
     kind_asked: str | None = None
     kind_options: list[str] | None = None
 

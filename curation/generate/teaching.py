@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from curation.ingest.figure_kinds import all_kinds, figure_kind, kind_name
+from curation.ingest.figure_kinds import all_kinds, kind_name, kinds_named
 from curation.nlp.diagnoses import Diagnoses, fold
 from curation.schema import Case, Evidence, Figure
 
@@ -24,13 +24,18 @@ ABNORMAL = re.compile(
     r"enlarge\w*|herniat\w*|fractur\w*|atroph\w*|calcifi\w*|abnormal\w*|thicken\w*|displac\w*|malformation|"
     r"ectopia|hydrocephalus|narrow\w*|stenosis|occlu\w*|aneurysm\w*|expansi\w*|destruct\w*|eros\w*|"
     r"agenesis|hypoplas\w*|absen\w*|signal|shortening|prolongation|collection|fluid|necro\w*|blood|focus|foci|"
-    r"nodul\w*|deform\w*|compress\w*|effac\w*|shift|lucen\w*|sclero\w*)\b", re.I)
+    r"nodul\w*|deform\w*|compress\w*|effac\w*|shift|lucen\w*|sclero\w*|attenuation|widen\w*|ectop\w*|"
+    r"intensity|density|lysis|osteoly\w*|loss)\b", re.I)
 NEGATED = re.compile(r"\b(no|not|without|normal(ly)?|unremarkable|negative)\b", re.I)
-SPINE = re.compile(r"\b(spine|spinal|cervical|thoracic|lumbar|sacral|vertebra\w*|cord|c\d|t\d{1,2}|l\d|s1)\b", re.I)
+# T1 and T2 name sequences, not thoracic levels
+SPINE = re.compile(r"\b(spine|spinal|cervical|thoracic|lumbar|sacral|vertebra\w*|cord|C[1-7]|L[1-5]|S1)\b")
 MR_KINDS = ("T1", "T1C", "T2", "FLAIR", "DWI", "ADC", "SWI", "MRA")
 # of the sequences asked least so far, the rarer among teaching figures is asked first (keys spread over sequences)
 KIND_RARITY = ("ADC", "SWI", "MRA", "DWI", "FLAIR", "T1C", "T1", "T2")
 COMMON_KINDS = ("FLAIR", "T1C", "T1", "T2")
+MAX_SAME_KEY = 2
+# where a disease lies outside the parenchyma, the image alone tells it from its mimics
+DIRECT_SITES = frozenset({"extra-axial", "intraventricular", "sellar", "bone", "ear", "spine", "orbit"})
 
 
 def teaching_case(case: Case) -> bool:
@@ -83,11 +88,19 @@ def _usable(fig: Figure, site: str | None) -> bool:
 def _label_agrees(fig: Figure) -> bool:
     """Whether what the caption calls the image agrees with the source's label: a caption that says "CT" under a
     figure labelled T1 MRI (or "T2" under T1 with gadolinium) means one of them is wrong, and neither is told."""
-    said = figure_kind(fig.caption).kind
-    if said is None or said == fig.kind:
-        return True
-    both = {said, fig.kind}
-    return both in ({"T1", "T1C"}, {"DWI", "ADC"}) and fig.modality == "MR"  # a pre/post pair's caption names both
+    said = kinds_named(fig.caption)
+    alike = {"T1": {"T1C"}, "T1C": {"T1"}, "DWI": {"ADC"}, "ADC": {"DWI"}}.get(fig.kind or "", set())
+    return not said or fig.kind in said or bool(said & alike)
+
+
+def _describes(caption: str, dx_table: Diagnoses) -> bool:
+    """Whether a caption describes an abnormality in enough words to grade an answer by: an abnormality and where it
+    lies (a structure, a side), or two abnormality words; never a quiz prompt ("Can you detect the abnormality?")."""
+    if "?" in caption or len(caption.split()) < 4:
+        return False
+    score = caption_score(caption)
+    placed = _structure(caption, dx_table) is not None or bool(re.search(r"\b(left|right|bilateral|L|R)\b", caption))
+    return score >= 2 or (score >= 1 and placed)
 
 
 def _own_caption(fig: Figure, case: Case) -> bool:
@@ -101,56 +114,65 @@ def _evidence(fig: Figure) -> dict[str, Any]:
                     plane=fig.plane or "figure").model_dump()
 
 
-def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, kinds_asked: Counter[str]) -> None:
-    """Fill ``f`` (a fact set of a figure case) with what its figures and its report give. ``kinds_asked``: how
-    often each sequence was asked of the cases before this one (updated here), so that keys spread over them."""
+def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Counter[str]) -> None:
+    """Fill ``f`` (a fact set of a figure case) with what its figures and its report give. ``asked``: how often
+    each sequence and each diagnosis was a key in the cases before this one (updated here), so keys spread."""
+    kinds_asked = dx_asked = asked  # sequences and diagnoses, by their names
     dx = dx_table.name(case.diagnosis.primary) or dx_table.name(case.title)
     entry = dx_table.entry(dx)
     site = entry.site if entry else None
-    if dx and dx_table.given_by(dx, case.presentation):
-        f["dx_in_history"] = True  # the history alone names it: no item asks the diagnosis
-        dx = None
-    if dx:
+    if dx and entry:
         f["dx"] = dx
         options = [d for d in dx_table.differential(case.diagnosis.differential) if d != dx]
-        options += [dx_table.canonical(m) for m in entry.mimics] if entry else []
-        broader = set(entry.within) if entry else set()
-        f["dx_options"] = [d for d in dict.fromkeys(options) if d != dx and d not in broader]
-    findings = case.sections.get("findings", "")
-    if findings:
-        f["findings_report"] = clip(findings)
-    treatment = case.sections.get("treatment", "")
-    if len(treatment.split()) >= 4:
-        f["treatment"] = clip(treatment, 500)
-        f["treatment_first"] = first_sentence(treatment)
+        options += [dx_table.canonical(m) for m in entry.mimics]
+        f["dx_options"] = [d for d in dict.fromkeys(options) if d != dx and d not in set(entry.within)]
+        # the diagnosis is asked from the image alone where the history names it (no item may tell that history
+        # with it) or where the image alone decides it (a colloid cyst, a Chiari malformation); with the history
+        # where the history is what tells the image's mimics apart (an infarct from a glioma)
+        told = dx_table.given_by(dx, case.presentation)
+        # each diagnosis is the key of at most two choice items: a diagnosis that many cases share (a stroke) would
+        # otherwise be the answer a guesser picks wherever it is offered
+        if dx_asked[dx] < MAX_SAME_KEY:
+            dx_asked[dx] += 1
+            f["dx_direct" if told or entry.direct or site in DIRECT_SITES else "dx_with_history"] = dx
+        if not told:
+            f["dx_told_ok"] = True
     usable = [fig for fig in case.figures if _usable(fig, site)]
-    scored = sorted(((caption_score(fig.caption), -n, fig) for n, fig in enumerate(usable)),
-                    key=lambda x: (x[0], x[1]), reverse=True)
-    # the caption is the reference an answer is graded against: it must describe this slice (its own caption),
-    # describe an abnormality in more than a word, and not be a quiz prompt ("Can you detect the abnormality?")
-    shown = [fig for score, _, fig in scored
-             if score >= 2 and len(fig.caption.split()) >= 6 and "?" not in fig.caption and _own_caption(fig, case)]
+    scored = [fig for _, _, fig in sorted(((caption_score(fig.caption), -n, fig) for n, fig in enumerate(usable)),
+                                          key=lambda x: (x[0], x[1]), reverse=True)
+              if _describes(fig.caption, dx_table)]
+    # the caption is the reference an answer is graded against: it must describe this slice (its own caption, or
+    # one written for exactly this figure and one other of another kind), describe an abnormality in more than a
+    # word, and not be a quiz prompt ("Can you detect the abnormality?")
+    shown = [fig for fig in scored if _own_caption(fig, case)]
+    if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
+        fig = shown[0] if shown else scored[0]
+        f["image"]["dx_figure"] = _evidence(fig)
+        f["dx_kind_name"] = kind_name(fig.kind or "")
     if shown:
         key = shown[0]
         f["image"]["key_figure"] = _evidence(key)
         f["key_caption"] = clip(key.caption, 600)
         f["key_caption_first"] = first_sentence(key.caption)
-        f["key_kind_name"] = kind_name(key.kind) if key.kind else None
+        f["key_kind_name"] = kind_name(key.kind or "")
         where = _structure(key.caption, dx_table)
         if where and dx_table.near(where):
             f["structure"] = where
             f["structure_options"] = dx_table.near(where)
-        other = next((fig for fig in shown[1:] if fig.kind != key.kind), None)
-        if other is not None and other.kind:
-            f["image"]["second_figure"] = _evidence(other)
-            f["second_kind_name"] = kind_name(other.kind)
-            # one caption written for both images describes both
-            f["pair_reference"] = (f"Both images: {f['key_caption']}" if fold(other.caption) == fold(key.caption)
-                                   else f"First image: {f['key_caption']} Second image: {clip(other.caption, 600)}")
+    pair = _pair(scored, case)
+    if pair is not None:
+        first, second = pair
+        f["image"]["pair_first"], f["image"]["pair_second"] = _evidence(first), _evidence(second)
+        f["pair_kind_names"] = [kind_name(first.kind or ""), kind_name(second.kind or "")]
+        # one caption written for both images describes both
+        one, two = clip(first.caption, 600), clip(second.caption, 600)
+        f["pair_reference"] = (f"Both images: {one}" if fold(first.caption) == fold(second.caption)
+                               else f"First image: {one} Second image: {two}")
     mr = [fig for fig in case.figures if fig.kind in MR_KINDS and fig.renders and not fig.missing]
-    key_kind = shown[0].kind if shown else None
-    # the key figure's sequence is told in its items' context: asking it would ask what a sibling states
-    ask = sorted((fig for fig in mr if fig.kind != key_kind),
+    # the sequence of a figure another item shows is told in that item's context: asking it would ask what a
+    # sibling states
+    told_kinds = {x.kind for x in [*(shown[:1]), *(scored[:1]), *(pair or ())]}
+    ask = sorted((fig for fig in mr if fig.kind not in told_kinds),
                  key=lambda fig: (kinds_asked[fig.kind or ""], KIND_RARITY.index(fig.kind or "T2")))
     # a sequence is asked only while it is at most two ahead of the least asked of the common ones: where cases
     # have only T1 or T2 images, asking each would make those the answer most of the time
@@ -161,3 +183,18 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, kinds_ask
         f["image"]["kind_figure"] = _evidence(fig)
         f["kind_asked"] = kind_name(fig.kind or "")
         f["kind_options"] = [kind_name(k) for k in MR_KINDS if k != fig.kind and k in all_kinds()]
+
+
+def _pair(scored: list[Figure], case: Case) -> tuple[Figure, Figure] | None:
+    """Two figures of different kinds whose captions each describe the figure they sit under: each its own
+    caption, or one caption written for exactly the two of them."""
+    for a in scored:
+        for b in scored:
+            if a is b or a.kind == b.kind:
+                continue
+            shared = [g for g in case.figures if fold(g.caption) == fold(a.caption)]
+            if _own_caption(a, case) and _own_caption(b, case):
+                return a, b
+            if len(shared) == 2 and b in shared:
+                return a, b
+    return None

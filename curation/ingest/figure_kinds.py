@@ -93,3 +93,13 @@ def figure_kind(modality: str | None, plane: str | None = None) -> FigureKind:
             return out.model_copy(update={"kind": kind, "modality": name.modality, "sequence": name.sequence,
                                           "contrast": name.contrast})
     return out
+
+
+def kinds_named(text: str) -> set[str]:
+    """Every kind ``text`` names, anywhere in it (a caption may describe "T1 and T2 weighted images")."""
+    _, rules = _table()
+    out = set()
+    for pattern, kind, unless in rules:
+        if kind is not None and pattern.search(text) and not (unless and unless.search(text)):
+            out.add(kind)
+    return out

@@ -25,6 +25,8 @@ class DiagnosisEntry(BaseModel):
     mimics: list[str]
     # what in a history alone gives the diagnosis (acromegaly -> a pituitary adenoma): no item asks it of such a case
     clues: list[str] = []
+    # the image alone decides it (a malformation), wherever it lies
+    direct: bool = False
     # diagnoses that include this one (a low-grade glioma includes an oligodendroglioma): never a wrong option for it
     within: list[str] = []
 

@@ -10,10 +10,12 @@ has mixed case. Word lists come from packages (``lexicon.py``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from curation.deid.lexicon import Lexicon, lexicon
+from curation.deid.medical import MedicalVocabulary
 
 WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 SENTENCE_BREAK = set(".!?:;*-#>\n")
@@ -28,6 +30,7 @@ class Tok:
     line: int
     initial_of_sentence: bool
     eponym: bool = False
+    medical: bool = False
 
     @property
     def alpha(self) -> bool:
@@ -47,23 +50,35 @@ class Tok:
 
 
 class Eponyms:
-    """Eponyms kept where they name a disease, sign or structure ("Wilson's disease", "circle of Willis")."""
+    """Eponyms kept where they name a disease, sign or structure ("Wilson's disease", "circle of Willis").
 
-    def __init__(self, names: list[str], heads: list[str]) -> None:
-        self.names = frozenset(n.lower() for n in names)
+    ``names`` (the policy's own list) are kept before any of ``heads``, signs included ("Babinski upgoing");
+    ``strict_names`` (the medical vocabulary's eponyms, common surnames among them) only before ``strict_heads``
+    ("Jefferson fracture", not "Jefferson on the phone")."""
+
+    def __init__(self, names: list[str], heads: list[str], strict_names: Iterable[str] = (),
+                 strict_heads: Iterable[str] = ()) -> None:
+        self.policy_names = frozenset(n.lower() for n in names)
+        self.names = self.policy_names | frozenset(n.lower() for n in strict_names)
+        self.after = self._after(heads)
+        self.strict_after = self._after(list(strict_heads) or heads)
+        self.before = re.compile(
+            r"(?:circle|area|foramen|foramina|vein|nucleus|aqueduct|space|spaces|artery|canal|pouch) of\s+$",
+            re.IGNORECASE)
+
+    @staticmethod
+    def _after(heads: list[str]) -> re.Pattern[str]:
         word = r"[A-Za-zÀ-ÿ]+"
-        self.after = re.compile(rf"(?:['’]s)?(?:-{word})*(?:['’]s)?(?:\s+(?:and|&|/)\s+{word}(?:-{word})*)?"
-                                rf"\s+(?:{'|'.join(map(re.escape, heads))})\b", re.IGNORECASE)
-        self.before = re.compile(r"(?:circle|area|foramen|foramina|vein|nucleus|aqueduct|space|spaces) of\s+$",
-                                 re.IGNORECASE)
+        # "Chiari I malformation", "Chiari type 1 malformation" too
+        return re.compile(rf"(?:['’]s)?(?:-{word})*(?:['’]s)?(?:\s+(?:and|&|/)\s+{word}(?:-{word})*)?"
+                          rf"(?:\s+(?:type\s+)?(?:I|II|III|IV|[1-4]))?"
+                          rf"\s+(?:{'|'.join(map(re.escape, heads))})\b", re.IGNORECASE)
 
     def at(self, text: str, start: int, end: int) -> bool:
         words = WORD.findall(text[start:end])
-        if not words or not all(w.lower().removesuffix("'s").removesuffix("’s") in self.names for w in words):
+        lows = [w.lower().removesuffix("'s").removesuffix("’s") for w in words]
+        if not words or not all(w in self.names for w in lows):
             return False
-        if self.after.match(text, end) or self.before.search(text[max(0, start - 16):start]):
-            return True
-        # one part of a hyphenated eponym ("Creutzfeldt-Jakob", "Guillain-Barré"): the whole compound decides
         left = start
         while left > 0 and text[left - 1] == "-":
             m = re.search(r"[A-Za-zÀ-ÿ]+$", text[:left - 1])
@@ -76,16 +91,19 @@ class Eponyms:
             if not m:
                 break
             right += 1 + m.end()
-        if (left, right) != (start, end):
-            return bool(self.after.match(text, right) or self.before.search(text[max(0, left - 16):left]))
-        return False
+        # one part of a hyphenated eponym ("Creutzfeldt-Jakob", "Guillain-Barré"): the whole compound decides, by the
+        # policy's heads only where every part is one of the policy's eponyms
+        parts = [w.lower().removesuffix("'s").removesuffix("’s") for w in WORD.findall(text[left:right])]
+        after = self.after if all(p in self.policy_names for p in parts) else self.strict_after
+        return bool(after.match(text, right) or self.before.search(text[max(0, left - 16):left]))
 
 
 class RecallPass:
     def __init__(self, cfg: dict[str, Any], allow: frozenset[str] = frozenset(),
-                 eponyms: Eponyms | None = None) -> None:
+                 eponyms: Eponyms | None = None, medical: MedicalVocabulary | None = None) -> None:
         self.lexicon: Lexicon = lexicon()
         self.eponyms = eponyms
+        self.medical = medical
         self.cfg = cfg
         s = {k: frozenset(w.lower() for w in v) for k, v in cfg["words"].items()}
         self.strong_titles = s["strong_titles"]
@@ -123,8 +141,50 @@ class RecallPass:
 
     # -- token predicates ----------------------------------------------------------------------------------------
     def _stop(self, t: Tok) -> bool:
-        return (t.low in self.lexicon.stop_words or t.low in self.safe or not t.alpha or t.eponym
-                or t.low in self.never_names or self._clinical(t.low))
+        return (t.low in self.lexicon.stop_words or t.low in self.safe or not t.alpha or t.eponym or t.medical
+                or t.low in self.never_names or self._clinical(t.low) or self.is_medical(t.low))
+
+    def is_medical(self, low: str) -> bool:
+        """A word of the medical vocabulary (medical.py) that no census list holds as a name, or one of the
+        policy's medical terms: never a name or a place, wherever it stands."""
+        m = self.medical
+        return m is not None and low not in self.lexicon.stop_words and low not in self.cues and (
+            low in m.terms or (low in m.words and not self.lexicon.is_name(low)))
+
+    def _mark(self, text: str, toks: list[Tok]) -> None:
+        """Eponyms where they name a disease or a structure; medical words, and the vocabulary's words that are also
+        census names ("fossa", "mass", "cord") where a medical word stands next to them ("posterior fossa") and no
+        title, relative or contact word comes before them ("nurse Iris")."""
+        if self.eponyms is not None:
+            for t in toks:
+                if t.low in self.eponyms.names and self.eponyms.at(text, t.start, t.end):
+                    t.eponym = True
+        if self.medical is None:
+            return
+        words = self.medical.words
+        for t in toks:
+            t.medical = self.is_medical(t.low)
+        for i, t in enumerate(toks):
+            if t.medical or t.low not in words:
+                continue
+            prev = toks[i - 1] if i > 0 and toks[i - 1].line == t.line else None
+            nxt = toks[i + 1] if i + 1 < len(toks) and toks[i + 1].line == t.line else None
+            if prev is not None and (prev.low in self.name_cues or prev.low in self.strong_titles
+                                     or prev.low in self.abbreviated_titles):
+                continue
+            if any(o is not None and (o.medical or o.eponym) for o in (prev, nxt)):
+                t.medical = True
+        # a combining form hyphened to a medical word: "Septo-Optic", "post-gadolinium", "hyper-intensity"
+        for i in range(len(toks) - 1):
+            a, b = toks[i], toks[i + 1]
+            if text[a.end:b.start] == "-" and (a.medical or b.medical) and a.alpha and b.alpha:
+                a.medical = b.medical = True
+
+    def medical_tokens(self, text: str) -> list[tuple[int, int]]:
+        """Spans of the tokens of ``text`` that are medical words or eponyms in their context (``_mark``)."""
+        toks = _tokens(text)
+        self._mark(text, toks)
+        return [(t.start, t.end) for t in toks if t.medical or t.eponym]
 
     def _clinical(self, low: str) -> bool:
         """A drug stem or a medical-term ending on a word no census list holds as a name."""
@@ -150,6 +210,7 @@ class RecallPass:
         """Not worth masking everywhere: a function, cue or clinical word, or a word neither a census name nor
         rare (an NER false positive such as "seizure" must not spread through the note)."""
         return (low in self.lexicon.stop_words or low in self.safe or low in self.cues or self._clinical(low)
+                or self.is_medical(low)
                 or (self.lexicon.zipf(low) >= self.name_zipf and not self.lexicon.is_name(low))
                 or self.lexicon.zipf(low) >= self.context_zipf)
 
@@ -219,10 +280,7 @@ class RecallPass:
         names: set[int] = set()
         places: set[int] = set()
         n = len(toks)
-        if self.eponyms is not None:
-            for t in toks:
-                if t.low in self.eponyms.names and self.eponyms.at(text, t.start, t.end):
-                    t.eponym = True
+        self._mark(text, toks)
 
         def same_line(i: int, j: int) -> bool:
             return 0 <= j < n and toks[i].line == toks[j].line
@@ -241,7 +299,10 @@ class RecallPass:
                     and not self._stop(t) and self._zipf(t) < self.capital_first_name_zipf \
                     and not any(o is not None and o.upper for o in (prev, nxt)):
                 names.add(i)  # a first name in capitals alone among lower-case words: "LUCY at bedside"
-            if prev is not None and prev.low in self.abbreviated_titles and t.alpha and (
+            modality = prev is not None and prev.text == "MR" and (t.medical or t.low in self.safe)
+            if modality:
+                pass  # "MR images", "MR - FLAIR", "MR Angiography": the modality, not a title
+            elif prev is not None and prev.low in self.abbreviated_titles and t.alpha and (
                     t.title or t.upper or t.letter or not (
                         t.low in self.lexicon.stop_words or t.low in self.never_names or t.eponym)):
                 names.add(i)  # "Dr. X" for any X: "Dr. Church", "dr gray", "dr foley"; not "dr will see"

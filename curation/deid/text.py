@@ -64,6 +64,7 @@ class Span:
 
 class TextDeidentifier:
     def __init__(self, params: TextDeidParams, secret: bytes) -> None:
+        from curation.deid.medical import vocabulary
         from curation.deid.recall import Eponyms, RecallPass
 
         self.params = params
@@ -78,8 +79,12 @@ class TextDeidentifier:
         self.acquisition = self.allow | set(pol["acquisition_words"])
         self.acquisition_upper = {a.upper() for a in self.acquisition}
         self.not_date = [(re.compile(before, re.IGNORECASE), re.compile(ratio)) for before, ratio in pol["not_a_date"]]
-        self.eponyms = Eponyms(pol["eponyms"], pol["eponym_heads"])
-        self.recall = RecallPass(pol["recall"], frozenset(self.allow), self.eponyms) if params.recall_pass else None
+        self.medical = vocabulary(tuple(pol["medical_terms"]))
+        self.eponyms = Eponyms(pol["eponyms"], pol["eponym_heads"],
+                               self.medical.eponyms | set(pol["vocabulary_eponyms"]), pol["vocabulary_eponym_heads"])
+        self.recall = RecallPass(pol["recall"], frozenset(self.allow), self.eponyms,
+                                 self.medical) if params.recall_pass else None
+        self.may_verb = re.compile(rf"\s+(?:{'|'.join(map(re.escape, pol['may_verb_followers']))})\b")
         self.ner_entities = set(pol["ner_entities"])
         self.trimmed = self.ner_entities | set(pol["trimmed_entities"])
         self.spaced_out = re.compile(pol["spaced_out"])
@@ -119,11 +124,19 @@ class TextDeidentifier:
             allow_list=list(self.allow),
         )
         spans = []
+        medical = self._medical_chars(text) if self.recall is not None else set()
         for r in results:
             tag = self.entities[r.entity_type]
             chunk = text[r.start:r.end]
             if r.entity_type == "DATE_TIME" and not self.specific.search(chunk):
                 continue  # a duration or a bare year is not an identifier
+            if r.entity_type in self.ner_entities and self._medical_words(text, r.start, r.end, medical):
+                continue  # "Restricted diffusion", "Chiari I Malformation", "T1W w/Gadolinium"
+            if r.entity_type == "TITLED_NAME" and chunk.startswith("MR") and self._medical_words(
+                    text, r.start + 2, r.end, medical):
+                continue  # "MR Angiography": the modality
+            if tag == "DATE" and self._not_a_date_word(text, r.start, r.end, medical):
+                continue
             if r.entity_type in self.trimmed and (chunk.strip(" .,'’") in self.allow or self._allowed_words(chunk)
                                                   or self.eponyms.at(text, r.start, r.end)):
                 continue
@@ -155,6 +168,34 @@ class TextDeidentifier:
             spans += [Span(s, e, tag) for s, e, tag in self.recall.spans(text)]
         spans += self._spaced_out(text)
         return _merge(spans)
+
+    def _medical_chars(self, text: str) -> set[int]:
+        assert self.recall is not None
+        return {s for s, _ in self.recall.medical_tokens(text)}
+
+    def _medical_words(self, text: str, start: int, end: int, medical: set[int]) -> bool:
+        """Whether an NER span is made only of medical words and eponyms in their context, function words, single
+        letters and codes ("T1W", "C1"), with at least one medical word or eponym."""
+        seen = False
+        for m in TOKEN.finditer(text, start, end):
+            w = m.group()
+            if m.start() in medical:
+                seen = True
+            elif not (any(c.isdigit() for c in w) or len(w) == 1 or w.lower() in self.allow_lower
+                      or w.lower() in _stop_words()):
+                return False
+        return seen
+
+    def _not_a_date_word(self, text: str, start: int, end: int, medical: set[int]) -> bool:
+        """An ordinal before a medical word ("4th ventricle", "3rd nerve palsy") or the verb "may" ("This may
+        represent") is no date."""
+        chunk = text[start:end].strip()
+        if chunk.lower() == "may" and self.may_verb.match(text, end):
+            return True
+        if re.fullmatch(r"\d{1,2}(?:st|nd|rd|th)", chunk):
+            nxt = TOKEN.search(text, end)
+            return nxt is not None and nxt.start() in medical and not text[end:nxt.start()].strip()
+        return False
 
     def _spaced_out(self, text: str) -> list[Span]:
         """Letter-spaced words ("J o h n  S m i t h"), masked whole where a word closed up is an identifier."""
@@ -243,6 +284,13 @@ class TextDeidentifier:
                 continue
             return f"{day.month}/{day.day}"
         return None
+
+
+@lru_cache(maxsize=1)
+def _stop_words() -> frozenset[str]:
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return frozenset(STOP_WORDS)
 
 
 def _sentence_initial(text: str, start: int) -> bool:

@@ -141,7 +141,7 @@ class Figure(Model):
     caption: str = ""
     path: str | None = None
     missing: bool = False
-    # what the image is, as its source states it (curation/ingest/figure_kinds.yaml); None where it does not say
+    # what the image is, as its source states it (curation/figure_kinds.yaml); None where it does not say
     kind: str | None = None
     modality: str | None = None
     sequence: str | None = None

@@ -10,7 +10,7 @@ import pytest
 
 from curation.generate.engine import Engine
 from curation.ingest import run
-from curation.ingest.figure_kinds import figure_kind
+from curation.figure_kinds import figure_kind
 from curation.jsonio import read_jsonl
 from curation.nlp.diagnoses import Diagnoses
 from curation.params import GenerateParams, IngestParams

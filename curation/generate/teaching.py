@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from curation.ingest.figure_kinds import all_kinds, kind_name, kinds_named
+from curation.figure_kinds import all_kinds, kind_name, kinds_named
 from curation.nlp.diagnoses import Diagnoses, fold
 from curation.schema import Case, Evidence, Figure
 

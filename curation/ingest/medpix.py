@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from curation.ingest.base import IngestContext, path_digest
-from curation.ingest.figure_kinds import figure_kind
+from curation.figure_kinds import figure_kind
 from curation.paths import safe_name
 from curation.schema import Case, Diagnosis, Figure, Patient, Provenance, SourceName
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from curation.figure_kinds import figure_kind
 from curation.generate.engine import Engine
 from curation.ingest import run
-from curation.figure_kinds import figure_kind
 from curation.jsonio import read_jsonl
 from curation.nlp.diagnoses import Diagnoses
 from curation.params import GenerateParams, IngestParams

@@ -6,6 +6,9 @@
 - fine_detail: the answer is a grade read off a small structure (the hippocampi), or a change of the ventricles
   under ``SUBTLE_CHANGE`` of their volume (a gross one, or the size of a large structure, is a global judgement)
 - spatial: the answer depends on locating the finding (anatomy, side, territory)
+- on a teaching figure (a caption describes what it shows): small_object where the caption calls the finding small
+  or measures it up to 10 mm, fine_detail where it reads a signal, density or enhancement, spatial where it places
+  the finding (a structure, a side): teaching.figure_dims
 - temporal: two time points, registered and shown at the same position
 - multi_source: the image and a non-image fact the key depends on, stated in the context, are both needed
 - long_tail: the answer depends on a diagnosis rarer than the knowledge table's ``long_tail_below`` (per 100,000)
@@ -29,10 +32,10 @@ from curation.schema import Evidence, Item, ItemFormat, ReasoningDim, TaskType, 
 SMALL_OBJECT_BELOW = 0.01
 # a grade or change of a structure read off one slice (a whole-brain montage or a large lesion is not fine detail)
 # (a sequence is told by the contrast of the whole slice, and the size of the ventricles is a global judgement)
-FINE_DETAIL = {"hippocampal_grade", "conversion"}
+FINE_DETAIL = {"hippocampal_grade", "conversion", "kind_asked"}
 SUBTLE_CHANGE = 0.15  # a ventricular change under this share of the baseline volume is fine detail
 AGE_NORMED = {"hippocampal_grade", "ventricle_grade"}  # grades read against the age band's limits
-SPATIAL = {"lesion.anatomy", "lesion.laterality", "territory"}
+SPATIAL = {"lesion.anatomy", "lesion.laterality", "territory", "structure"}
 # the non-image facts each answer's key depends on (shown in the context, they make the item multi-source)
 DEPENDS_ON = {
     "hippocampal_grade": {"age", "age_phrase"},
@@ -96,6 +99,11 @@ def compute(task_type: TaskType, answers: frozenset[str], context_template: str,
         visual.append(VisualDim.fine_detail)
     if evidence and answers & SPATIAL:
         visual.append(VisualDim.spatial)
+    # a teaching figure: what its caption says reading it takes (teaching.figure_dims)
+    by_figure = facts.get("figure_dims") or {}
+    for dim in sorted({d for e in evidence if e.target == "figure" for d in by_figure.get(e.series_id or "", [])}):
+        if VisualDim(dim) not in visual:
+            visual.append(VisualDim(dim))
     visits = {e.visit_id for e in evidence if e.visit_id}
     positions = {(e.target, e.plane, round(e.position_mm, 0)) for e in evidence if e.position_mm is not None}
     if len(visits) >= 2 and len(positions) == 1:

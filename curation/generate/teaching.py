@@ -43,6 +43,31 @@ def teaching_case(case: Case) -> bool:
     return any(fig.modality for fig in case.figures)
 
 
+# what reading a figure takes, from what its caption says it shows (Med-CMR's visual dimensions)
+_SMALL = re.compile(r"\b(small|tiny|punctate|millimet\w*|dot-like|subtle|foci|focus|(?:[1-9]|10)(?:\.\d)?\s?mm|"
+                    r"(?:0\.\d|1(?:\.0)?)\s?cm)\b", re.I)
+_DETAIL = re.compile(r"\b(hyperintens\w*|hypointens\w*|hyperdens\w*|hypodens\w*|hypoattenuat\w*|enhanc\w*|"
+                     r"signal|attenuation|restrict\w*|calcif\w*|heterogen\w*|blooming|susceptibility|flow voids?|"
+                     r"density|fluid level|rim|septa\w*|ground glass|trabecula\w*|margins?|dark|bright|o?edema|"
+                     r"swelling|gr[ae]y-white|discrimin\w*|differentiation)\b", re.I)
+_SIDE = re.compile(r"\b(left|right|bilateral|midline|L|R)\b")
+_FORM = re.compile(r"\b(absen\w*|hypoplas\w*|agenesis|displac\w*|herniat\w*|deform\w*|narrow\w*)\b", re.I)
+
+
+def figure_dims(caption: str, dx_table: Diagnoses) -> list[str]:
+    """The visual dimensions reading a figure takes, by what its caption says it shows: a small finding
+    (small_object), its signal, density or enhancement (fine_detail), where it lies or the form of a structure
+    (spatial)."""
+    dims = []
+    if _SMALL.search(caption):
+        dims.append("small_object")
+    if _DETAIL.search(caption):
+        dims.append("fine_detail")
+    if _SIDE.search(caption) or _FORM.search(caption) or _structure(caption, dx_table):
+        dims.append("spatial")
+    return dims
+
+
 def caption_score(caption: str) -> int:
     """How many abnormality words a caption's sentences hold, leaving out sentences that negate."""
     n = 0
@@ -109,6 +134,10 @@ def _own_caption(fig: Figure, case: Case) -> bool:
     return sum(1 for g in case.figures if fold(g.caption) == fold(fig.caption)) == 1
 
 
+def _note_dims(f: dict[str, Any], fig: Figure, dx_table: Diagnoses) -> None:
+    f.setdefault("figure_dims", {})[fig.figure_id] = figure_dims(fig.caption, dx_table)
+
+
 def _evidence(fig: Figure) -> dict[str, Any]:
     return Evidence(image=fig.renders[0].path, series_id=fig.figure_id, sequence=fig.sequence, target="figure",
                     plane=fig.plane or "figure").model_dump()
@@ -148,10 +177,12 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
         fig = shown[0] if shown else scored[0]
         f["image"]["dx_figure"] = _evidence(fig)
+        _note_dims(f, fig, dx_table)
         f["dx_kind_name"] = kind_name(fig.kind or "")
     if shown:
         key = shown[0]
         f["image"]["key_figure"] = _evidence(key)
+        _note_dims(f, key, dx_table)
         f["key_caption"] = clip(key.caption, 600)
         f["key_caption_first"] = first_sentence(key.caption)
         f["key_kind_name"] = kind_name(key.kind or "")
@@ -163,6 +194,8 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     if pair is not None:
         first, second = pair
         f["image"]["pair_first"], f["image"]["pair_second"] = _evidence(first), _evidence(second)
+        _note_dims(f, first, dx_table)
+        _note_dims(f, second, dx_table)
         f["pair_kind_names"] = [kind_name(first.kind or ""), kind_name(second.kind or "")]
         # one caption written for both images describes both
         one, two = clip(first.caption, 600), clip(second.caption, 600)

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from curation.ingest.base import IngestContext, path_digest
 from curation.figure_kinds import figure_kind
+from curation.ingest.base import IngestContext, path_digest
 from curation.paths import safe_name
 from curation.schema import Case, Diagnosis, Figure, Patient, Provenance, SourceName
 

@@ -187,9 +187,13 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         f["key_caption_first"] = first_sentence(key.caption)
         f["key_kind_name"] = kind_name(key.kind or "")
         where = _structure(key.caption, dx_table)
-        if where and dx_table.near(where):
+        # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
+        # right answer, never a wrong option
+        named = dx_table.mentioned(key.caption)
+        near = [n for n in dx_table.near(where) if n not in named] if where else []
+        if where and len(near) >= 3:
             f["structure"] = where
-            f["structure_options"] = dx_table.near(where)
+            f["structure_options"] = near
     pair = _pair(scored, case)
     if pair is not None:
         first, second = pair

@@ -132,6 +132,13 @@ class Diagnoses:
                 return self.structure_names[m.group(1)]
         return None
 
+    def mentioned(self, text: str) -> set[str]:
+        """Every structure ``text`` names anywhere, by its one name (or as a near name is written)."""
+        t = f" {fold(text)} "
+        out = {name for alias, name in self.structure_names.items() if f" {alias} " in t}
+        out |= {n for e in self.table.structures.values() for n in e.near if f" {fold(n)} " in t}
+        return out
+
     def near(self, structure: str) -> list[str]:
         e = self.table.structures.get(structure)
         return list(e.near) if e else []

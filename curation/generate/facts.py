@@ -22,6 +22,12 @@ from curation.nlp.diagnoses import Diagnoses
 from curation.schema import Case, Evidence
 
 SEX_WORD = {"F": "woman", "M": "man"}
+CHILD_WORD = {"F": "girl", "M": "boy"}  # under 18 ("a 10-year-old man" read wrong in a clinical review)
+
+
+def sex_word(sex: str | None, age: float | None) -> str | None:
+    words = CHILD_WORD if age is not None and age < 18 else SEX_WORD
+    return words.get(sex or "")
 
 
 IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequence_known", "baseline_hippocampus",
@@ -164,13 +170,13 @@ def _case_facts(case: Case, knowledge: dict[str, Any]) -> dict[str, Any]:
     if case.diagnosis.differential:
         f["differential"] = list(case.diagnosis.differential)
     if case.patient.sex in SEX_WORD:
-        f["sex_word"] = SEX_WORD[case.patient.sex]
+        f["sex_word"] = sex_word(case.patient.sex, case.patient.age)
     if case.patient.age is not None:
         f["age"] = case.patient.age
         f["age_phrase"] = age_phrase(case.patient.age, case.patient.age_90_plus)
     who = None
     if case.patient.age is not None:
-        sex = SEX_WORD.get(case.patient.sex or "", "patient")
+        sex = sex_word(case.patient.sex, case.patient.age) or "patient"
         who = f"{age_phrase(case.patient.age, case.patient.age_90_plus)} {sex}"
     context = clinical_context(case.presentation, knowledge, who)
     if context:

@@ -83,6 +83,14 @@ def first_sentence(text: str, limit: int = 240) -> str:
     return s if len(s) <= limit else s[:limit].rsplit(" ", 1)[0] + " ..."
 
 
+def _finding_sentence(caption: str) -> str:
+    """The caption's first sentence that describes an abnormality (not "Routine MRI of the brain was performed.")."""
+    for sentence in re.split(r"(?<=[.!?;])\s+|\n", " ".join(caption.split("\n"))):
+        if ABNORMAL.search(sentence) and not NEGATED.search(sentence):
+            return first_sentence(sentence)
+    return first_sentence(caption)
+
+
 def clip(text: str, limit: int = 700) -> str:
     """Whole sentences of ``text`` up to about ``limit`` characters."""
     out = ""
@@ -124,8 +132,13 @@ def _describes(caption: str, dx_table: Diagnoses) -> bool:
     if "?" in caption or len(caption.split()) < 4:
         return False
     score = caption_score(caption)
-    placed = _structure(caption, dx_table) is not None or bool(re.search(r"\b(left|right|bilateral|L|R)\b", caption))
-    return score >= 2 or (score >= 1 and placed)
+    return score >= 2 or (score >= 1 and _placed(caption, dx_table))
+
+
+def _placed(caption: str, dx_table: Diagnoses) -> bool:
+    """Whether a caption says where its finding lies (a structure it names, a side): a reference that does not is
+    too thin to grade a "what and where" answer by."""
+    return bool(dx_table.mentioned(caption)) or bool(re.search(r"\b(left|right|bilateral|L|R)\b", caption))
 
 
 def _own_caption(fig: Figure, case: Case) -> bool:
@@ -155,15 +168,19 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         options = [d for d in dx_table.differential(case.diagnosis.differential) if d != dx]
         options += [dx_table.canonical(m) for m in entry.mimics]
         f["dx_options"] = [d for d in dict.fromkeys(options) if d != dx and d not in set(entry.within)]
-        # the diagnosis is asked from the image alone where the history names it (no item may tell that history
-        # with it) or where the image alone decides it (a colloid cyst, a Chiari malformation); with the history
-        # where the history is what tells the image's mimics apart (an infarct from a glioma)
+        # the diagnosis is asked from the image alone where the image alone decides it (a colloid cyst, a Chiari
+        # malformation); with the history where the history is what tells the image's mimics apart (an infarct from
+        # a glioma), and not at all where the history names it (acromegaly: a pituitary adenoma)
         told = dx_table.given_by(dx, case.presentation)
         # each diagnosis is the key of at most two choice items: a diagnosis that many cases share (a stroke) would
         # otherwise be the answer a guesser picks wherever it is offered
         if dx_asked[dx] < MAX_SAME_KEY:
             dx_asked[dx] += 1
-            f["dx_direct" if told or entry.direct or site in DIRECT_SITES else "dx_with_history"] = dx
+            direct = entry.direct if entry.direct is not None else site in DIRECT_SITES
+            if direct:
+                f["dx_direct"] = dx
+            elif not told:
+                f["dx_with_history"] = dx
         if not told:
             f["dx_told_ok"] = True
     usable = [fig for fig in case.figures if _usable(fig, site)]
@@ -173,7 +190,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     # the caption is the reference an answer is graded against: it must describe this slice (its own caption, or
     # one written for exactly this figure and one other of another kind), describe an abnormality in more than a
     # word, and not be a quiz prompt ("Can you detect the abnormality?")
-    shown = [fig for fig in scored if _own_caption(fig, case)]
+    shown = [fig for fig in scored if _own_caption(fig, case) and _placed(fig.caption, dx_table)]
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
         fig = shown[0] if shown else scored[0]
         f["image"]["dx_figure"] = _evidence(fig)
@@ -184,7 +201,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         f["image"]["key_figure"] = _evidence(key)
         _note_dims(f, key, dx_table)
         f["key_caption"] = clip(key.caption, 600)
-        f["key_caption_first"] = first_sentence(key.caption)
+        f["key_caption_first"] = _finding_sentence(key.caption)
         f["key_kind_name"] = kind_name(key.kind or "")
         where = _structure(key.caption, dx_table)
         # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second

@@ -108,7 +108,7 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
             for fig in case.figures:
                 if fig.path:
                     rel = Path("files") / safe_name(case.case_id) / f"{safe_name(fig.figure_id)}.png"
-                    figure_tasks.append((FigureTask(fig.path, params.render_size, str(staging / rel),
+                    figure_tasks.append((FigureTask(fig.path, params.figure_size, str(staging / rel),
                                                     str(dst / rel), params.bounds.max_image_pixels), fig))
         qc_rows = []
         def contained(task: SeriesTask | FigureTask) -> Outcome[Any] | None:

@@ -25,8 +25,9 @@ class DiagnosisEntry(BaseModel):
     mimics: list[str]
     # what in a history alone gives the diagnosis (acromegaly -> a pituitary adenoma): no item asks it of such a case
     clues: list[str] = []
-    # the image alone decides it (a malformation), wherever it lies
-    direct: bool = False
+    # whether the image alone decides it (a malformation: yes; abuse, which clotting disorders mimic: no); unset: by
+    # where it lies (outside the parenchyma, yes)
+    direct: bool | None = None
     # diagnoses that include this one (a low-grade glioma includes an oligodendroglioma): never a wrong option for it
     within: list[str] = []
 

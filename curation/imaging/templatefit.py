@@ -100,11 +100,46 @@ def _otsu(values: np.ndarray) -> float:
     return float(centres[int(np.argmax(between))])
 
 
+# a volume whose border is this uniform holds its object on a constant background (a skull-stripped, masked or
+# normalised brain: BraTS, ISLES, MSSEG, OpenNeuro derivatives); a head's border holds noise, or air zeroed in part
+MIN_CONSTANT_BORDER = 0.95
+
+
+def constant_background(data: np.ndarray) -> float | None:
+    """The value that fills the volume around its object, or None when the border is not one constant value.
+
+    A brain extracted and then rescaled (z-scored, a float scaling) keeps its background exactly constant but not
+    necessarily at zero, nor below the brain's values (BraTS: -3.6 in a brain of mean 0); Otsu's threshold on such a
+    volume cuts the brain, not the background."""
+    faces = [data[0], data[-1], data[:, 0], data[:, -1], data[:, :, 0], data[:, :, -1]]
+    border = np.concatenate([f.ravel() for f in faces])
+    border = border[np.isfinite(border)]
+    if border.size == 0:
+        return None
+    values, counts = np.unique(border, return_counts=True)
+    k = int(np.argmax(counts))
+    if counts[k] < MIN_CONSTANT_BORDER * border.size:
+        return None
+    return float(values[k])
+
+
+def object_mask(data: np.ndarray, background: float | None) -> np.ndarray:
+    """Voxels that differ from a constant ``background`` (up to float rounding of a resampled copy)."""
+    finite = data[np.isfinite(data)]
+    span = float(finite.max() - finite.min()) if finite.size else 0.0
+    return np.abs(data - np.float32(background)) > max(1e-4 * span, 1e-6)
+
+
 def head_mask(data: np.ndarray) -> np.ndarray:
-    """The head (or brain) of a volume: voxels above half the Otsu threshold, largest connected part."""
+    """The head (or brain) of a volume, largest connected part: on a constant background every voxel that differs
+    from it (constant_background), else the voxels above half the Otsu threshold."""
     from scipy import ndimage
 
-    fg = data > 0.5 * _otsu(data[np.isfinite(data)])
+    background = constant_background(data)
+    if background is not None:
+        fg = ndimage.binary_opening(object_mask(data, background))
+    else:
+        fg = data > 0.5 * _otsu(data[np.isfinite(data)])
     lab, n = ndimage.label(fg)
     if n > 1:
         sizes = np.bincount(lab.ravel())
@@ -226,7 +261,9 @@ def _fit(data: np.ndarray, affine: np.ndarray, sequence: str | None, work: Any) 
     series = ants.resample_image(to_ants(data, affine), (p.grid_mm,) * 3, use_voxels=False, interp_type=0)
     moving = _template(sequence, p.grid_mm)
     arr = series.numpy()
-    litres = float((arr > arr.min() + 1e-6).sum()) * p.grid_mm**3 / 1e6
+    background = constant_background(arr)
+    occupied = arr > arr.min() + 1e-6 if background is None else object_mask(arr, background)
+    litres = float(occupied.sum()) * p.grid_mm**3 / 1e6
     kind: Literal["head", "brain"] = "brain" if litres < p.max_brain_litres else "head"
     start = _top(moving, p.top_depth_mm) + np.array([0.0, 0.0, p.scalp_above_brain_mm if kind == "head" else 0.0])
     shift = start - _top(series, p.top_depth_mm)
@@ -249,7 +286,10 @@ def _fit(data: np.ndarray, affine: np.ndarray, sequence: str | None, work: Any) 
     lo, hi = [int(a.min()) for a in nz], [int(a.max()) + 1 for a in nz]
     box = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
     placed, arr = placed[box], arr[box]
-    cut = ants.crop_indices(series, lo, hi).new_image_like(arr * placed)
+    # what lies outside the placed brain becomes background: the volume's own where it has one (a z-scored brain's
+    # is below zero, and zero there is mid-grey tissue)
+    outside = 0.0 if background is None else background
+    cut = ants.crop_indices(series, lo, hi).new_image_like(np.where(placed, arr, np.float32(outside)))
     final = ants.registration(fixed=cut, moving=moving, initial_transform=rigid["fwdtransforms"],
                               outprefix=f"{work.name}/final_", **p.deformable.kwargs())
     fwd, inv = list(final["fwdtransforms"]), list(final["invtransforms"])

@@ -47,6 +47,7 @@ class SeriesContext:
     info: dict[str, Any] = field(default_factory=dict)
     src_affine: Any = None  # the acquisition's sampling, before any resampling
     defaced: bool = False
+    deface: dict[str, Any] = field(default_factory=dict)  # the deface step's outcome (and why), for the series' QC
     fit: Any = None  # the anatomy fit (templatefit.Fit), made once and used by defacing and target location
     fit_failed: str | None = None
     fg: Any = None  # foreground mask of the volume before intensity normalization

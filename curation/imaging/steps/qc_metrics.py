@@ -15,6 +15,8 @@ def qc(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     ctx.qc.update({"source_sampling_mm": list(ctx.sampling), "planes_refused": sorted(ctx.refused),
                    "planes_refused_reason": ctx.refused, "anatomy": ctx.located["anatomy"],
                    "targets": ctx.located["targets"]})
+    if ctx.deface:
+        ctx.qc["deface"] = ctx.deface
     return img, None
 
 

@@ -32,7 +32,7 @@ def sex_word(sex: str | None, age: float | None) -> str | None:
 
 IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequence_known", "baseline_hippocampus",
                "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "dx_figure",
-               "pair_first", "pair_second", "kind_figure")
+               "pair_first", "pair_second", "kind_figure", "other_figure")
 
 
 class LesionFacts(BaseModel):
@@ -113,6 +113,9 @@ class Facts(BaseModel):
     key_caption: str | None = None
     key_caption_first: str | None = None
     key_kind_name: str | None = None
+    other_caption: str | None = None
+    other_caption_first: str | None = None
+    other_kind_name: str | None = None
     pair_reference: str | None = None
     kind_asked: str | None = None
     kind_options: list[str] | None = None

@@ -203,6 +203,13 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         f["key_caption"] = clip(key.caption, 600)
         f["key_caption_first"] = _finding_sentence(key.caption)
         f["key_kind_name"] = kind_name(key.kind or "")
+        other = next((g for g in shown[1:] if fold(g.caption) != fold(key.caption)), None)
+        if other is not None:  # a second figure with its own description: what it shows is asked too
+            f["image"]["other_figure"] = _evidence(other)
+            _note_dims(f, other, dx_table)
+            f["other_caption"] = clip(other.caption, 600)
+            f["other_caption_first"] = _finding_sentence(other.caption)
+            f["other_kind_name"] = kind_name(other.kind or "")
         where = _structure(key.caption, dx_table)
         # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
         # right answer, never a wrong option
@@ -225,7 +232,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     mr = [fig for fig in case.figures if fig.kind in MR_KINDS and fig.renders and not fig.missing]
     # the sequence of a figure another item shows is told in that item's context: asking it would ask what a
     # sibling states
-    told_kinds = {x.kind for x in [*(shown[:1]), *(scored[:1]), *(pair or ())]}
+    told_kinds = {x.kind for x in [*(shown[:2]), *(scored[:1]), *(pair or ())]}
     ask = sorted((fig for fig in mr if fig.kind not in told_kinds),
                  key=lambda fig: (kinds_asked[fig.kind or ""], KIND_RARITY.index(fig.kind or "T2")))
     # a sequence is asked only while it is at most two ahead of the least asked of the common ones: where cases

@@ -256,6 +256,9 @@ class EvaluateParams(Section):
     models: list[ModelSpec] = Field(default_factory=list)
     splits: list[str] = Field(default_factory=lambda: ["test"])
     rebuilt_images: str | None = None  # images folder of `curate release rebuild` for reference-only items
+    # ask every item without its images (the blind baseline; `curate evaluate --no-image`, the harness exports'
+    # _no_image tasks)
+    no_image: bool = False
     samples: int = Field(5, ge=1, le=100)
     k: list[int] = Field(default_factory=lambda: [1, 5])
     temperature: float = Field(0.7, ge=0, le=2)

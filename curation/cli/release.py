@@ -116,15 +116,20 @@ def release_diff(
 @clean_errors
 def release_export(
     directory: Annotated[Path, typer.Argument(help="A release folder.")],
-    out: Annotated[Path, typer.Argument(help="File to write.")],
-    fmt: Annotated[str, typer.Option("--format", help="neural-medbench")] = "neural-medbench",
+    out: Annotated[Path, typer.Argument(help="File (neural-medbench) or folder (the harnesses) to write.")],
+    fmt: Annotated[str, typer.Option("--format", help="neural-medbench, inspect, lmms-eval or vlmevalkit")
+                   ] = "neural-medbench",
+    images: Annotated[Path | None, typer.Option("--images", help="Images rebuilt by `curate release rebuild`, so "
+                                                "reference-only items go out with the pixels you hold.")] = None,
+    params: ParamsOpt = Path("params.yaml"),
 ) -> None:
-    """Write a release in another benchmark's layout (Neural-MedBench JSON: cases, text, images, questions)."""
-    from curation.errors import ParamsError
-    from curation.release.diff import export_neural_medbench
+    """Write a release in another benchmark's layout (Neural-MedBench JSON) or as a task folder an evaluation harness
+    loads (Inspect, lmms-eval, VLMEvalKit): images, MCQ and open items with the prompts `curate evaluate` sends, the
+    judge prompt, per-dimension categories and a _no_image twin of every task."""
+    from curation.release.export import ExportOptions, export, export_format
 
-    if fmt != "neural-medbench":
-        raise ParamsError(f"unknown export format {fmt!r} (known: neural-medbench)")
-    n = export_neural_medbench(directory, out)
-    typer.echo(f"release export: {n} cases -> {out}")
-
+    export_format(fmt)  # an unknown format is refused before params are read
+    ev = params_section(params, "evaluate")
+    opts = ExportOptions(prompts_dir=Path(ev.prompts_dir), judge_weights=dict(ev.judge.weights),
+                         judge_pass_threshold=ev.judge.pass_threshold, images=images)
+    typer.echo(f"release export ({fmt}): {export(directory, out, fmt, opts)}")

@@ -220,6 +220,9 @@ class ReleaseParams(Section):
     require_review: bool = False
     canary: str = "MEDBENCH-CURATION CANARY GUID 00000000-0000-0000-0000-000000000000"
     redistribution: dict[str, Literal["pixels", "reference", "exclude"]] = Field(default_factory=dict)
+    # licence classes to release (curation/release/licences.yaml); [] releases all; a subset is NAME-CLASS-VERSION
+    licence_filter: list[Literal["commercial", "non_commercial", "reference_only", "no_licence_stated"]] = Field(
+        default_factory=list)
     arrow_copy: bool = True  # also write hf/ (save_to_disk) so the release opens with datasets.load_from_disk
     homepage: str | None = None
     citation: str | None = None  # BibTeX; a default naming the release is written otherwise

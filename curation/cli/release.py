@@ -21,12 +21,25 @@ def release_build(
     releases_dir: Annotated[Path, typer.Argument(help="Folder that holds NAME-VERSION/ releases.")],
     validity: Annotated[Path | None, typer.Option("--validity", help="The filter stage's validity report, for the "
                                                   "card's validity section.")] = None,
+    licence_filter: Annotated[list[str] | None, typer.Option(
+        "--licence-filter", help="Release only items of these licence classes (commercial, non_commercial, "
+        "reference_only, no_licence_stated; repeat or comma-separate): a subset NAME-CLASS-VERSION.")] = None,
 ) -> Any:
     """Build NAME-VERSION/ (Parquet, images, card, manifest); refuses to overwrite a different version, and refuses
     templates above the validity threshold that were not blocked. Prints the manifest's SHA-256: publish it with
     the release, for `curate release verify --digest`."""
     from curation.release.build import run
 
+    if licence_filter:
+        from curation.errors import ParamsError
+        from curation.release.terms import CLASSES
+
+        chosen = sorted({c.strip() for spec in licence_filter for c in spec.split(",") if c.strip()})
+        unknown = [c for c in chosen if c not in CLASSES]
+        if unknown:
+            raise ParamsError(f"--licence-filter: unknown licence class(es) {', '.join(unknown)} "
+                              f"(known: {', '.join(CLASSES)})")
+        stage.params.release.licence_filter = chosen  # type: ignore[assignment]
     return run(stage.params.release, in_dir, releases_dir, report_path=stage.report, params_file=stage.params_file,
                validity=validity)
 

@@ -51,6 +51,9 @@ $(LMMS_VENV)/.installed: | $(BIN)/python
 	$(PYTHON) -m venv $(LMMS_VENV)
 	$(LMMS_VENV)/bin/pip install --quiet --upgrade pip
 	$(LMMS_VENV)/bin/pip install --quiet torch==2.13.0 lmms-eval==$(LMMS_EVAL_VERSION)
+	# the torchvision it resolves is built for another torch and fails to import (torchvision::nms); task loading
+	# does not need it
+	$(LMMS_VENV)/bin/pip uninstall --quiet -y torchvision
 	touch $@
 
 check-lmms-eval: setup $(LMMS_VENV)/.installed ## export a release for lmms-eval and load it with lmms-eval (RELEASE=dir)

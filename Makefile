@@ -5,13 +5,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 LS_VENV := .venv-labelstudio
 LABEL_STUDIO_VERSION := 1.23.2
+# evaluation harnesses the release exports are checked in, each in its own venv (their pins clash with the project's)
+INSPECT_VENV := .venv-inspect
+INSPECT_VERSION := 0.3.285
+LMMS_VENV := .venv-lmms-eval
+LMMS_EVAL_VERSION := 0.7.3
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export DVC_NO_ANALYTICS := 1
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export HF_DATASETS_DISABLE_PROGRESS_BARS := 1
 
-.PHONY: setup review-tools chromium postgresql demo test test-fast bench lint clean-demo
+.PHONY: setup review-tools harness-tools check-lmms-eval chromium postgresql demo test test-fast bench lint clean-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +34,32 @@ $(LS_VENV)/.installed: | $(BIN)/python
 	$(LS_VENV)/bin/pip install --quiet --upgrade pip
 	$(LS_VENV)/bin/pip install --quiet label-studio==$(LABEL_STUDIO_VERSION)
 	touch $@
+
+# Inspect (inspect_ai), in which the tests run the release's Inspect export against the local OpenAI-compatible
+# server (about 360 MB, 30 s); `make test` installs it.
+$(INSPECT_VENV)/.installed: | $(BIN)/python
+	$(PYTHON) -m venv $(INSPECT_VENV)
+	$(INSPECT_VENV)/bin/pip install --quiet --upgrade pip
+	$(INSPECT_VENV)/bin/pip install --quiet inspect-ai==$(INSPECT_VERSION) openai
+	touch $@
+
+harness-tools: $(INSPECT_VENV)/.installed ## install the Inspect harness the export parity test runs
+
+# lmms-eval pulls torch and more (GBs): not part of `make test`. This target installs it (the CPU torch the project
+# pins) and checks the demo release's lmms-eval export with lmms-eval's own task loader and the export's utils.
+$(LMMS_VENV)/.installed: | $(BIN)/python
+	$(PYTHON) -m venv $(LMMS_VENV)
+	$(LMMS_VENV)/bin/pip install --quiet --upgrade pip
+	$(LMMS_VENV)/bin/pip install --quiet torch==2.13.0 lmms-eval==$(LMMS_EVAL_VERSION)
+	# the torchvision it resolves is built for another torch and fails to import (torchvision::nms); task loading
+	# does not need it
+	$(LMMS_VENV)/bin/pip uninstall --quiet -y torchvision
+	touch $@
+
+check-lmms-eval: setup $(LMMS_VENV)/.installed ## export a release for lmms-eval and load it with lmms-eval (RELEASE=dir)
+	rm -rf reports/export/lmms-eval
+	curate release export $${RELEASE:-data/releases/neuro-bench-0.1.0} reports/export/lmms-eval --format lmms-eval
+	$(LMMS_VENV)/bin/python scripts/check_lmms_eval_export.py reports/export/lmms-eval
 
 # Headless Chromium (Debian package) for the labeling-UI browser test.
 chromium:
@@ -50,7 +81,7 @@ demo: setup ## generate the demo corpus, run the pipeline, show the release
 	curate release verify
 	curate release show
 
-test: setup review-tools ## all three layers, unit + integration + e2e (starts Label Studio, a local LLM endpoint, ...)
+test: setup review-tools harness-tools ## all three layers, unit + integration + e2e (starts Label Studio, a local LLM endpoint, ...)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 test-fast: setup ## the unit layer: in one process, no subprocess, socket, git or registration (about 35 s on 2 idle cores)

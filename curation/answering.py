@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from curation.llm import LLMClient, Prompt
 from curation.llm.images import image_parts
 from curation.llm.step import LLMStep, StepParams
 from curation.schema import Item, ReleaseRow
-from curation.text import LETTERS, plain
+from curation.text import LETTERS, plain, spaced
 
 _REFUSAL = re.compile(r"\b(?:i cannot|i can't|i am unable|i'm unable|cannot determine|unable to (?:determine|answer)|"
                       r"not possible to (?:determine|answer)|as an ai)\b", re.I)
@@ -204,3 +204,21 @@ def extract_letter(text: str | None, options: Sequence[str]) -> str | None:
 
 def is_refusal(text: str | None) -> bool:
     return not text or not text.strip() or bool(_REFUSAL.search(text))
+
+
+def grade(fmt: str, response: str | None, options: Sequence[str], answer_index: int | None, answer: str) -> bool:
+    """Whether a response is right without a judge: an MCQ by the letter it commits to, any other item by whether
+    its answer appears in a response that is no refusal. ``curate evaluate`` and the harness exports score with
+    this one function (the exports ship its source)."""
+    if fmt == "mcq":
+        letter = extract_letter(response, options)
+        return letter is not None and answer_index is not None and letter == LETTERS[answer_index]
+    return not is_refusal(response) and spaced(answer) in spaced(response)
+
+
+def weighted_score(scores: Mapping[str, float], weights: dict[str, float], scale_max: float = 5.0) -> float:
+    """Rubric criteria (each 1..scale_max) -> one 0..1 score with the configured weights."""
+    total = sum(weights.values())
+    if total <= 0:
+        raise ValueError("rubric weights sum to zero")
+    return round(sum(weights[c] * (scores[c] - 1) / (scale_max - 1) for c in weights) / total, 4)

@@ -221,6 +221,9 @@ class ReleaseParams(Section):
     require_review: bool = False
     canary: str = "MEDBENCH-CURATION CANARY GUID 00000000-0000-0000-0000-000000000000"
     redistribution: dict[str, Literal["pixels", "reference", "exclude"]] = Field(default_factory=dict)
+    # licence classes to release (curation/release/licences.yaml); [] releases all; a subset is NAME-CLASS-VERSION
+    licence_filter: list[Literal["commercial", "non_commercial", "reference_only", "no_licence_stated"]] = Field(
+        default_factory=list)
     arrow_copy: bool = True  # also write hf/ (save_to_disk) so the release opens with datasets.load_from_disk
     homepage: str | None = None
     citation: str | None = None  # BibTeX; a default naming the release is written otherwise
@@ -257,6 +260,9 @@ class EvaluateParams(Section):
     models: list[ModelSpec] = Field(default_factory=list)
     splits: list[str] = Field(default_factory=lambda: ["test"])
     rebuilt_images: str | None = None  # images folder of `curate release rebuild` for reference-only items
+    # ask every item without its images (the blind baseline; `curate evaluate --no-image`, the harness exports'
+    # _no_image tasks)
+    no_image: bool = False
     samples: int = Field(5, ge=1, le=100)
     k: list[int] = Field(default_factory=lambda: [1, 5])
     temperature: float = Field(0.7, ge=0, le=2)

@@ -387,7 +387,16 @@ class ReleaseRow(Model):
     review_verdict: str = Field(description="The reviewers' final verdict (empty when unreviewed).")
     source: str = Field(description="Source collection (adni, oasis1, oasis3, radiopaedia, case-reports, medpix).")
     license: str = Field(description="Licence of the item's source material.")
-    attribution: str = Field(description="Attribution the licence requires.")
+    attribution: str = Field(description="Attribution the licence requires, built from the item's own origin.")
+    license_spdx: str = Field(description="The SPDX id of the item's licence (empty where the source states no SPDX "
+                                          "licence: then `license` holds the source's own named terms).")
+    license_class: str = Field(description="commercial, non_commercial, reference_only or no_licence_stated "
+                                           "(`curate release build --licence-filter`).")
+    generator: str = Field(description="What made the item, as JSON: template id and version, or model and prompt "
+                                       "hash, and every LLM augmentation (step, model, prompt id and version, cache "
+                                       "key).")
+    gates: str = Field(description="The quality gates' results recorded on the item, as JSON (verifier, text-only "
+                                   "and difficulty pass rates where run) and its status after filtering and review.")
     evidence: str = Field(description="Where the answer can be seen, as a JSON list: what the item claims (kind "
                                       "claimed: series number, sequence, plane, slice index, position in mm, target "
                                       "and its share of the brain in that slice) and what reviewers marked (kind "
@@ -401,7 +410,8 @@ class ReleaseRow(Model):
         return tuple(n for n in cls.model_fields if n != "split")
 
     @classmethod
-    def from_item(cls, item: Item, *, image_files: list[str], image_refs: list[str], evidence: str) -> ReleaseRow:
+    def from_item(cls, item: Item, *, image_files: list[str], image_refs: list[str], evidence: str,
+                  license_spdx: str = "", license_class: str = "") -> ReleaseRow:
         """The row of ``item`` as released: its images by file name (pixels) or by reference, its evidence as the
         release writes it (``review.evidence.release_evidence``)."""
         return cls(
@@ -413,7 +423,12 @@ class ReleaseRow(Model):
             visual_dims=[d.value for d in item.visual_dims], reasoning_dims=[d.value for d in item.reasoning_dims],
             template_id=item.template_id or "", difficulty=item.difficulty or "", review_status=item.status,
             review_verdict=(item.review.final_verdict if item.review else None) or "", source=item.source.value,
-            license=item.license, attribution=item.attribution or "", evidence=evidence)
+            license=item.license, attribution=item.attribution or "", license_spdx=license_spdx,
+            license_class=license_class, evidence=evidence,
+            generator=json.dumps({**item.generator.model_dump(exclude_none=True),
+                                  "augmentations": [a.model_dump(exclude={"replaced"}) for a in item.augmentations]},
+                                 sort_keys=True),
+            gates=json.dumps({**item.quality, "status": item.status}, sort_keys=True, default=str))
 
 
 EXPORTED_MODELS: dict[str, type[BaseModel]] = {

@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 GRADES = ["grade 1", "grade 2", "grade 3", "grade 4", "grade 5"]
 QUESTION = "How would you grade the abnormality on this image?"
 LICENSE = {"radiopaedia": "CC BY-NC-SA 3.0", "case-reports": "CC BY 4.0", "adni": "ADNI DUA", "oasis1": "OASIS DUA",
-           "oasis3": "OASIS DUA"}
+           "oasis3": "OASIS DUA",
+           "medpix": "MedPix terms: free for education and research, no licence stated (U.S. National Library of "
+                     "Medicine)"}
 
 
 def project_params() -> Params:

@@ -72,7 +72,8 @@ def test_stage_commands_share_their_options() -> None:
     for path, extra in ((["ingest"], {"--workers", "--scheduler"}), (["deid", "run"], {"--workers", "--scheduler"}),
                         (["normalize"], {"--workers", "--scheduler"}), (["extract"], set()), (["generate"], set()),
                         (["filter"], {"--validity", "--validity-plot"}), (["review", "merge"], set()),
-                        (["release", "build"], {"--validity"}), (["release", "rebuild"], {"--workers", "--raw"})):
+                        (["release", "build"], {"--validity", "--licence-filter"}),
+                        (["release", "rebuild"], {"--workers", "--raw"})):
         cmd: Any = root
         for name in path:
             cmd = cmd.get_command(None, name)

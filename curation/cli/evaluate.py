@@ -24,6 +24,8 @@ def evaluate(
     model: Annotated[str | None, typer.Option("--model", help="Model name at --base-url.")] = None,
     images: Annotated[Path | None, typer.Option("--images", help="Images rebuilt by `curate release rebuild`, for "
                                                 "reference-only items.")] = None,
+    no_image: Annotated[bool, typer.Option("--no-image", help="Ask every item without its images (the blind "
+                                           "baseline, as the harness exports' _no_image tasks).")] = False,
     params: ParamsOpt = Path("params.yaml"),
 ) -> None:
     """Score vision-language models on a release: MCQ accuracy, pass@k, judge, BERTScore, error taxonomy."""
@@ -31,6 +33,7 @@ def evaluate(
     from curation.params import load_params
 
     p = load_params(params).evaluate
+    p.no_image = p.no_image or no_image
     if (base_url or model) and not (base_url and model):
         raise typer.BadParameter("--base-url and --model go together")
     for line in evaluate_release(p, release_dir, out, images=images, base_url=base_url, model=model):

@@ -21,12 +21,25 @@ def release_build(
     releases_dir: Annotated[Path, typer.Argument(help="Folder that holds NAME-VERSION/ releases.")],
     validity: Annotated[Path | None, typer.Option("--validity", help="The filter stage's validity report, for the "
                                                   "card's validity section.")] = None,
+    licence_filter: Annotated[list[str] | None, typer.Option(
+        "--licence-filter", help="Release only items of these licence classes (commercial, non_commercial, "
+        "reference_only, no_licence_stated; repeat or comma-separate): a subset NAME-CLASS-VERSION.")] = None,
 ) -> Any:
     """Build NAME-VERSION/ (Parquet, images, card, manifest); refuses to overwrite a different version, and refuses
     templates above the validity threshold that were not blocked. Prints the manifest's SHA-256: publish it with
     the release, for `curate release verify --digest`."""
     from curation.release.build import run
 
+    if licence_filter:
+        from curation.errors import ParamsError
+        from curation.release.terms import CLASSES
+
+        chosen = sorted({c.strip() for spec in licence_filter for c in spec.split(",") if c.strip()})
+        unknown = [c for c in chosen if c not in CLASSES]
+        if unknown:
+            raise ParamsError(f"--licence-filter: unknown licence class(es) {', '.join(unknown)} "
+                              f"(known: {', '.join(CLASSES)})")
+        stage.params.release.licence_filter = chosen  # type: ignore[assignment]
     return run(stage.params.release, in_dir, releases_dir, report_path=stage.report, params_file=stage.params_file,
                validity=validity)
 
@@ -116,15 +129,20 @@ def release_diff(
 @clean_errors
 def release_export(
     directory: Annotated[Path, typer.Argument(help="A release folder.")],
-    out: Annotated[Path, typer.Argument(help="File to write.")],
-    fmt: Annotated[str, typer.Option("--format", help="neural-medbench")] = "neural-medbench",
+    out: Annotated[Path, typer.Argument(help="File (neural-medbench) or folder (the harnesses) to write.")],
+    fmt: Annotated[str, typer.Option("--format", help="neural-medbench, inspect, lmms-eval or vlmevalkit")
+                   ] = "neural-medbench",
+    images: Annotated[Path | None, typer.Option("--images", help="Images rebuilt by `curate release rebuild`, so "
+                                                "reference-only items go out with the pixels you hold.")] = None,
+    params: ParamsOpt = Path("params.yaml"),
 ) -> None:
-    """Write a release in another benchmark's layout (Neural-MedBench JSON: cases, text, images, questions)."""
-    from curation.errors import ParamsError
-    from curation.release.diff import export_neural_medbench
+    """Write a release in another benchmark's layout (Neural-MedBench JSON) or as a task folder an evaluation harness
+    loads (Inspect, lmms-eval, VLMEvalKit): images, MCQ and open items with the prompts `curate evaluate` sends, the
+    judge prompt, per-dimension categories and a _no_image twin of every task."""
+    from curation.release.export import ExportOptions, export, export_format
 
-    if fmt != "neural-medbench":
-        raise ParamsError(f"unknown export format {fmt!r} (known: neural-medbench)")
-    n = export_neural_medbench(directory, out)
-    typer.echo(f"release export: {n} cases -> {out}")
-
+    export_format(fmt)  # an unknown format is refused before params are read
+    ev = params_section(params, "evaluate")
+    opts = ExportOptions(prompts_dir=Path(ev.prompts_dir), judge_weights=dict(ev.judge.weights),
+                         judge_pass_threshold=ev.judge.pass_threshold, images=images)
+    typer.echo(f"release export ({fmt}): {export(directory, out, fmt, opts)}")

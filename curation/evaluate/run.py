@@ -10,14 +10,13 @@ BERTScore compares open answers with the reference.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from curation.answering import EvalItem, Sample, ask, extract_letter, is_refusal
+from curation.answering import EvalItem, Sample, ask, extract_letter, grade, is_refusal
 from curation.errors import InputError, ParamsError
 from curation.evaluate.judge import Graded, Judge
 from curation.evaluate.scoring import BertScorer, weighted_score
@@ -26,39 +25,29 @@ from curation.llm import LLMClient, Prompt, load_prompt
 from curation.params import EvaluateParams, LlmParams, ModelSpec
 from curation.records import output_lock, write_text
 from curation.release import read
-from curation.schema import ReleaseRow
-from curation.text import LETTERS, spaced
+from curation.release.rebuild import rebuilt_images
+from curation.text import LETTERS
 
 
-def load_release(release: Path, splits: list[str], rebuilt: Path | None = None) -> tuple[list[EvalItem], Counter[str]]:
+def load_release(release: Path, splits: list[str], rebuilt: Path | None = None,
+                 no_image: bool = False) -> tuple[list[EvalItem], Counter[str]]:
     """The release's items with pixels; reference-only items get theirs from ``rebuilt`` (the images folder of
-    ``curate release rebuild``) when every image is there with the SHA-256 the reference names."""
+    ``curate release rebuild``) when every image is there with the SHA-256 the reference names. ``no_image``: every
+    item, asked without its images (the blind baseline needs no pixels, so reference-only items count too)."""
     items: list[EvalItem] = []
     skipped: Counter[str] = Counter()
     for row in read.rows(release, splits):
+        if no_image:
+            items.append(EvalItem.from_row(row, []))
+            continue
         images = [img.data for img in row.images if img.data]
         if not images and row.image_refs:
-            images, why = _rebuilt_images(row, rebuilt)
+            images, why = rebuilt_images(row, rebuilt)
             if why:
                 skipped[why] += 1
                 continue
         items.append(EvalItem.from_row(row, images))
     return items, skipped
-
-
-def _rebuilt_images(row: ReleaseRow, rebuilt: Path | None) -> tuple[list[bytes], str | None]:
-    if rebuilt is None:
-        return [], "no_pixels:reference_only_source"
-    images = []
-    for n, ref in enumerate(row.image_refs):
-        path = Path(rebuilt) / f"{row.item_id}_{n}.png"
-        if not path.exists():
-            return [], "no_pixels:reference_only_source"
-        data = path.read_bytes()
-        if hashlib.sha256(data).hexdigest() != json.loads(ref).get("sha256"):
-            return [], "rebuilt_image_mismatch"
-        images.append(data)
-    return images, None
 
 
 def _client(base_url: str | None, model: str, api_key_env: str, p: EvaluateParams, temperature: float) -> LLMClient:
@@ -75,7 +64,7 @@ def score_samples(items: dict[str, EvalItem], samples: list[Sample], p: Evaluate
             continue
         if it.format == "mcq":
             s.letter = extract_letter(s.response, it.options)
-            s.correct = s.letter is not None and it.answer_index is not None and s.letter == LETTERS[it.answer_index]
+            s.correct = grade(it.format, s.response, it.options, it.answer_index, it.answer)
             if s.letter is None:
                 s.error_type = "format_refusal"
         elif is_refusal(s.response):
@@ -98,9 +87,10 @@ def score_samples(items: dict[str, EvalItem], samples: list[Sample], p: Evaluate
                 s.error_type = v.error_type or "reasoning"
     else:
         for s in to_judge:
-            if items[s.item_id].format != "mcq":
+            it = items[s.item_id]
+            if it.format != "mcq":
                 # without a judge: correct when the reference answer appears in the response
-                s.correct = spaced(items[s.item_id].answer) in spaced(s.response)
+                s.correct = grade(it.format, s.response, it.options, it.answer_index, it.answer)
     if bert is not None:
         open_s = [s for s in samples if s.response is not None and items[s.item_id].format != "mcq"]
         for s, f1 in zip(open_s, bert.f1([s.response or "" for s in open_s],
@@ -154,7 +144,7 @@ def evaluate(p: EvaluateParams, release: Path, out: Path, models: list[ModelSpec
     if not models:
         raise ParamsError("no model to evaluate (give --base-url and --model, or evaluate.models in params)")
     rebuilt = Path(p.rebuilt_images) if p.rebuilt_images else None
-    items_list, skipped = load_release(release, p.splits, rebuilt)
+    items_list, skipped = load_release(release, p.splits, rebuilt, p.no_image)
     if not items_list:
         raise InputError(f"no items with pixels in splits {p.splits} ({dict(skipped)})", release)
     items = {it.item_id: it for it in items_list}
@@ -173,6 +163,7 @@ def evaluate(p: EvaluateParams, release: Path, out: Path, models: list[ModelSpec
         m["model"] = {"name": spec.name, "model": spec.model, "prompt": f"{prompt.id}@v{prompt.version}"}
         m["calls"] = client.usage.as_metrics()
         m["skipped_items"] = dict(skipped)
+        m["condition"] = "no_image" if p.no_image else "with_images"
         m["open_scorer"] = f"judge:{p.judge.model}" if judge else "contains_reference"
         m["bertscore_encoder"] = bert.describe() if bert else None
         if judge:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
+
+from curation.answering import weighted_score
+
+__all__ = ["BertScorer", "bootstrap_ci", "pass_at_k", "weighted_score"]
 
 ERROR_TYPES = ("perceptual", "reasoning", "knowledge", "hallucination", "format_refusal")
 
@@ -31,14 +35,6 @@ def bootstrap_ci(values: Sequence[float], resamples: int = 1000, level: float = 
     lo = means[int((1 - level) / 2 * resamples)]
     hi = means[min(resamples - 1, int((1 + level) / 2 * resamples))]
     return round(lo, 4), round(hi, 4)
-
-
-def weighted_score(scores: Mapping[str, float], weights: dict[str, float], scale_max: float = 5.0) -> float:
-    """Rubric criteria (each 1..scale_max) -> one 0..1 score with the configured weights."""
-    total = sum(weights.values())
-    if total <= 0:
-        raise ValueError("rubric weights sum to zero")
-    return round(sum(weights[c] * (scores[c] - 1) / (scale_max - 1) for c in weights) / total, 4)
 
 
 class BertScorer:

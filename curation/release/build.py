@@ -20,6 +20,7 @@ from curation.release import croissant
 from curation.release.card import DIGEST_PLACEHOLDER, distribution_plot, render_card, template_validity, with_digest
 from curation.release.read import features as release_features
 from curation.release.rebuild import reference
+from curation.release.terms import licence_class, spdx_of
 from curation.report import Report
 from curation.review.evidence import release_evidence
 from curation.schema import Item, ReleaseManifest, ReleaseRow
@@ -63,6 +64,10 @@ def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Re
         if mode == "exclude":
             report.counts[f"excluded_by_licence:{item.source.value}"] += 1
             continue
+        cls = licence_class(spdx_of(item.license), mode)
+        if params.licence_filter and cls not in params.licence_filter:
+            report.counts[f"licence_filtered_out:{cls}"] += 1
+            continue
         image_files, refs = [], []
         bad = next((img for img in item.images if Path(img).is_symlink() or not inside(img, Path.cwd())), None)
         if bad is not None:  # an item's images come from the pipeline's own folders, never from elsewhere
@@ -77,8 +82,10 @@ def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Re
             else:  # the hash of the exact render: only a holder of the source can match it
                 refs.append(reference(item.source.value, Path(img)))
         report.counts[f"redistribution:{mode}"] += 1
+        spdx = spdx_of(item.license)
         rows.append(ReleaseRow.from_item(item, image_files=image_files, image_refs=refs,
-                                         evidence=release_evidence(item, mode, image_files)))
+                                         evidence=release_evidence(item, mode, image_files), license_spdx=spdx or "",
+                                         license_class=licence_class(spdx, mode)))
     return rows
 
 
@@ -148,7 +155,7 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
     src, releases = Path(src), Path(releases)
     if not (src / "items.jsonl").exists():
         raise InputError("no items.jsonl (run the review stage first)", src)
-    name = f"{params.name}-{params.version}"
+    name = release_name(params)
     dst = releases / name
     report = Report(stage="release")
     items = sorted(read_jsonl(src / "items.jsonl", Item), key=lambda i: i.item_id)
@@ -166,7 +173,8 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
             write_bytes(staging / "assets" / "distribution.png", distribution_plot(counts))
             croissant.write(staging, params, name,
                             f"{name}: multimodal neurology reasoning benchmark, {len(rows)} items.",
-                            sorted({r.license for r in rows}))
+                            sorted({f"https://spdx.org/licenses/{r.license_spdx}.html" if r.license_spdx else r.license
+                                    for r in rows}))
             write_text(staging / "README.md", render_card(params, name, rows, counts, files, _checks(items),
                                                           _agreement(items), validity=gate))
             _verify_deid(staging, report, report_path)
@@ -189,6 +197,12 @@ def run(params: ReleaseParams, src: Path, releases: Path, report_path: Path | No
     report.metrics["counts"] = counts
     report.write(report_path)
     return report
+
+
+def release_name(params: ReleaseParams) -> str:
+    """NAME-VERSION; a licence-filtered subset is its own release, NAME-CLASS[+CLASS]-VERSION."""
+    subset = "+".join(sorted(params.licence_filter))
+    return f"{params.name}-{subset}-{params.version}" if subset else f"{params.name}-{params.version}"
 
 
 def _admit(items: list[Item], params: ReleaseParams, validity: Path | None) -> dict[str, Any]:
@@ -254,7 +268,7 @@ def _manifest(params: ReleaseParams, staging: Path, counts: dict[str, dict[str, 
     sums = {p.relative_to(staging).as_posix(): sha256_file(p)
             for p in sorted(x for x in staging.rglob("*") if x.is_file())}
     return ReleaseManifest(
-        name=params.name, version=params.version,
+        name=release_name(params).removesuffix(f"-{params.version}"), version=params.version,
         created_from={"git_revision": _git_revision(), **_git_tree_state(),
                       "dvc_lock_sha256": _hash_file(lock_file), "params_sha256": _hash_file(params_file)},
         counts=counts, files=sums, canary=params.canary,

@@ -9,6 +9,8 @@ from typing import Any
 import jinja2
 
 from curation.params import ReleaseParams
+from curation.release.rai import rai_fields
+from curation.release.terms import CLASSES, class_description
 from curation.schema import ReleaseRow
 
 # The card names the manifest's digest, and the manifest lists the card's checksum: the checksum is taken over
@@ -39,9 +41,12 @@ def render_card(params: ReleaseParams, name: str, rows: list[ReleaseRow], counts
     size = "n<1K" if n < 1000 else ("1K<n<10K" if n < 10000 else "10K<n<100K")
     sources: dict[str, dict[str, Any]] = {}
     for r in rows:
-        s = sources.setdefault(r.source, {"items": 0, "licenses": set(), "attributions": set()})
+        s = sources.setdefault(r.source, {"items": 0, "licenses": set(), "attributions": set(), "spdx": set(),
+                                          "classes": set()})
         s["items"] += 1
         s["licenses"].add(r.license)
+        s["spdx"].add(r.license_spdx or "none (named terms)")
+        s["classes"].add(r.license_class)
         if r.attribution:
             s["attributions"].add(r.attribution)
     return env.from_string(text).render(
@@ -49,6 +54,8 @@ def render_card(params: ReleaseParams, name: str, rows: list[ReleaseRow], counts
         splits=sorted({f.split("/")[1].split("-")[0] for f in files}), sources=sources,
         redistribution=params.redistribution, checks=checks or {}, agreement=agreement or {},
         manifest_sha256=manifest_sha256, validity=validity or template_validity([], None, []),
+        licence_classes={c: (class_description(c), sum(r.license_class == c for r in rows)) for c in CLASSES},
+        licence_filter=params.licence_filter, rai=rai_fields(),
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from curation.params import ReleaseParams
+from curation.release.rai import rai_fields
 from curation.schema import ReleaseRow
 
 
@@ -49,6 +50,7 @@ def build(root: Path, params: ReleaseParams, name: str, description: str, licens
         name=name, description=description, version=params.version, license=licenses or ["other"],
         cite_as=cite, distribution=[parquet, images], record_sets=[items],
         keywords=["medical", "neurology", "MRI", "multimodal", "benchmark", "visual question answering"], **extra,
+        **rai_fields(),
     )
     return meta.to_json()
 

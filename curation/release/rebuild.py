@@ -10,6 +10,7 @@ References that find no render are listed with their item, never guessed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -20,11 +21,30 @@ from curation.errors import InputError
 from curation.jsonio import sha256_file, write_json
 from curation.params import Params
 from curation.report import Report
+from curation.schema import ReleaseRow
 
 
 def reference(source: str, render: Path) -> str:
     """The ``image_refs`` entry for one rendered PNG (a JSON object as a string)."""
     return json.dumps({"source": source, "render": render.name, "sha256": sha256_file(render)}, sort_keys=True)
+
+
+def rebuilt_images(row: ReleaseRow, rebuilt: Path | None) -> tuple[list[bytes], str | None]:
+    """A reference-only row's pixels from ``rebuilt`` (the images folder of ``curate release rebuild``): every image
+    must be there with the SHA-256 its reference names; else no pixels and the reason (evaluation and harness exports
+    both count it)."""
+    if rebuilt is None:
+        return [], "no_pixels:reference_only_source"
+    images = []
+    for n, ref in enumerate(row.image_refs):
+        path = Path(rebuilt) / f"{row.item_id}_{n}.png"
+        if not path.exists():
+            return [], "no_pixels:reference_only_source"
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != json.loads(ref).get("sha256"):
+            return [], "rebuilt_image_mismatch"
+        images.append(data)
+    return images, None
 
 
 def wanted(release: Path) -> dict[str, list[tuple[str, str, str]]]:

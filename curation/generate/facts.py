@@ -106,6 +106,9 @@ class Facts(BaseModel):
     dx_direct: str | None = None
     dx_with_history: str | None = None
     dx_told_ok: bool | None = None
+    dx_told: bool | None = None
+    mechanism: str | None = None
+    mechanism_answer: str | None = None
     dx_kind_name: str | None = None
     pair_kind_names: list[str] | None = None
     structure_options: list[str] | None = None

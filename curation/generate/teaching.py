@@ -34,8 +34,6 @@ MR_KINDS = ("T1", "T1C", "T2", "FLAIR", "DWI", "ADC", "SWI", "MRA")
 KIND_RARITY = ("ADC", "SWI", "MRA", "DWI", "FLAIR", "T1C", "T1", "T2")
 COMMON_KINDS = ("FLAIR", "T1C", "T1", "T2")
 MAX_SAME_KEY = 2
-# where a disease lies outside the parenchyma, the image alone tells it from its mimics
-DIRECT_SITES = frozenset({"extra-axial", "intraventricular", "sellar", "bone", "ear", "spine", "orbit"})
 
 
 def teaching_case(case: Case) -> bool:
@@ -136,9 +134,32 @@ def _describes(caption: str, dx_table: Diagnoses) -> bool:
 
 
 def _placed(caption: str, dx_table: Diagnoses) -> bool:
-    """Whether a caption says where its finding lies (a structure it names, a side): a reference that does not is
-    too thin to grade a "what and where" answer by."""
-    return bool(dx_table.mentioned(caption)) or bool(re.search(r"\b(left|right|bilateral|L|R)\b", caption))
+    """Whether a caption says where its finding lies (a structure it names; a side, where it also says what the
+    finding is in two words): a reference that does not ("increased signal in R hemisphere") is too thin to grade a
+    "what and where" answer by."""
+    side = bool(re.search(r"\b(left|right|bilateral|L|R)\b", caption))
+    return bool(dx_table.mentioned(caption)) or (side and caption_score(caption) >= 2)
+
+
+# a caption sentence about what this image does not show: another figure ("images three and four", "the next
+# image"), every sequence, or a comparison with a study not shown
+_ELSEWHERE = re.compile(r"\b(images? (?:two|three|four|five|2|3|4|5|[a-d])\b|other images?|next image|previous image|"
+                        r"prior image|all (?:the )?sequences|not shown|(?:above|below) image|on the (?:left|right) "
+                        r"image|subsequent images?)", re.I)
+
+
+def own_sentences(fig: Figure) -> str:
+    """A figure's caption less the sentences about what the image shown cannot show: another figure, or another
+    sequence (a "T2 hyperintense" sentence under a post-contrast T1 image), so that a reference holds only what a
+    reader of this image can see."""
+    alike = {"T1": {"T1C"}, "T1C": {"T1"}, "DWI": {"ADC"}, "ADC": {"DWI"}}.get(fig.kind or "", set())
+    kept = []
+    for sentence in re.split(r"(?<=[.!?;])\s+|\n+", fig.caption):
+        named = kinds_named(sentence)
+        if _ELSEWHERE.search(sentence) or (named and fig.kind not in named and not named & alike):
+            continue
+        kept.append(sentence.strip())
+    return " ".join(k for k in kept if k)
 
 
 def _own_caption(fig: Figure, case: Case) -> bool:
@@ -168,19 +189,19 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         options = [d for d in dx_table.differential(case.diagnosis.differential) if d != dx]
         options += [dx_table.canonical(m) for m in entry.mimics]
         f["dx_options"] = [d for d in dict.fromkeys(options) if d != dx and d not in set(entry.within)]
-        # the diagnosis is asked from the image alone where the image alone decides it (a colloid cyst, a Chiari
-        # malformation); with the history where the history is what tells the image's mimics apart (an infarct from
-        # a glioma), and not at all where the history names it (acromegaly: a pituitary adenoma)
+        # the diagnosis is asked from the image alone where the table says one image decides it (a Chiari
+        # malformation, a colloid cyst); with the history elsewhere (one slice of an extra-axial mass does not tell an
+        # epidermoid from a craniopharyngioma: 3 of 6 image-only items failed a clinical read when asked by site),
+        # and not at all where the history names it (acromegaly: a pituitary adenoma)
         told = dx_table.given_by(dx, case.presentation)
         # each diagnosis is the key of at most two choice items: a diagnosis that many cases share (a stroke) would
         # otherwise be the answer a guesser picks wherever it is offered
         if dx_asked[dx] < MAX_SAME_KEY:
             dx_asked[dx] += 1
-            direct = entry.direct if entry.direct is not None else site in DIRECT_SITES
-            if direct:
-                f["dx_direct"] = dx
-            elif not told:
-                f["dx_with_history"] = dx
+            f["dx_direct" if entry.direct and not told else "dx_with_history"] = dx
+            if told:  # the history names it: no item may tell that history with it
+                f.pop("dx_with_history", None)
+                f["dx_told"] = True
         if not told:
             f["dx_told_ok"] = True
     usable = [fig for fig in case.figures if _usable(fig, site)]
@@ -190,9 +211,15 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     # the caption is the reference an answer is graded against: it must describe this slice (its own caption, or
     # one written for exactly this figure and one other of another kind), describe an abnormality in more than a
     # word, and not be a quiz prompt ("Can you detect the abnormality?")
-    shown = [fig for fig in scored if _own_caption(fig, case) and _placed(fig.caption, dx_table)]
+    shown = [fig for fig in scored if _own_caption(fig, case) and _placed(own_sentences(fig), dx_table)
+             and _describes(own_sentences(fig), dx_table)]
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
         fig = shown[0] if shown else scored[0]
+        naming = next((g for g in scored if dx and dx_table.name(g.caption) == dx), None)
+        if naming is not None and "dx_with_history" in f and not f.get("dx_told"):
+            # the caption says this image shows the disease: its author reads it from the image alone
+            fig = naming
+            f["dx_direct"] = f.pop("dx_with_history")
         f["image"]["dx_figure"] = _evidence(fig)
         _note_dims(f, fig, dx_table)
         f["dx_kind_name"] = kind_name(fig.kind or "")
@@ -200,16 +227,17 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         key = shown[0]
         f["image"]["key_figure"] = _evidence(key)
         _note_dims(f, key, dx_table)
-        f["key_caption"] = clip(key.caption, 600)
-        f["key_caption_first"] = _finding_sentence(key.caption)
+        f["key_caption"] = clip(own_sentences(key), 600)
+        f["key_caption_first"] = _finding_sentence(own_sentences(key))
         f["key_kind_name"] = kind_name(key.kind or "")
         other = next((g for g in shown[1:] if fold(g.caption) != fold(key.caption)), None)
         if other is not None:  # a second figure with its own description: what it shows is asked too
             f["image"]["other_figure"] = _evidence(other)
             _note_dims(f, other, dx_table)
-            f["other_caption"] = clip(other.caption, 600)
-            f["other_caption_first"] = _finding_sentence(other.caption)
+            f["other_caption"] = clip(own_sentences(other), 600)
+            f["other_caption_first"] = _finding_sentence(own_sentences(other))
             f["other_kind_name"] = kind_name(other.kind or "")
+        _mechanism(f, case.presentation, own_sentences(key), dx_table)
         where = _structure(key.caption, dx_table)
         # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
         # right answer, never a wrong option
@@ -226,10 +254,12 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         _note_dims(f, second, dx_table)
         f["pair_kind_names"] = [kind_name(first.kind or ""), kind_name(second.kind or "")]
         # one caption written for both images describes both
-        one, two = clip(first.caption, 600), clip(second.caption, 600)
-        f["pair_reference"] = (f"Both images: {one}" if fold(first.caption) == fold(second.caption)
+        one, two = clip(own_sentences(first), 600), clip(own_sentences(second), 600)
+        same = fold(first.caption) == fold(second.caption)
+        f["pair_reference"] = (f"Both images: {one}" if same
                                else f"First image: {one} Second image: {two}")
-    mr = [fig for fig in case.figures if fig.kind in MR_KINDS and fig.renders and not fig.missing]
+    mr = [fig for fig in case.figures
+          if fig.kind in MR_KINDS and fig.renders and not fig.missing and _label_agrees(fig)]
     # the sequence of a figure another item shows is told in that item's context: asking it would ask what a
     # sibling states
     told_kinds = {x.kind for x in [*(shown[:2]), *(scored[:1]), *(pair or ())]}
@@ -259,3 +289,41 @@ def _pair(scored: list[Figure], case: Case) -> tuple[Figure, Figure] | None:
             if len(shared) == 2 and b in shared:
                 return a, b
     return None
+
+
+# a deficit of one side of the body, as a presentation writes it ("left-sided weakness", "weakness of the right arm",
+# "L facial droop")
+_DEFICIT = re.compile(r"\b(left|right|l|r)(?:[- ]sided)?\s+(?:\w+\s+){0,3}?(weakness|hemiparesis|hemiplegia|"
+                      r"numbness|paresthesias?|facial droop|hemichorea|hemiballismus|sensory loss|"
+                      r"homonymous hemianopsia|homonymous hemianopia|pronator drift)\b", re.I)
+_DEFICIT_AFTER = re.compile(r"\b(weakness|hemiparesis|hemiplegia|numbness|hemichorea)\s+(?:of|in|on)\s+(?:the\s+)?"
+                            r"(left|right|l|r)\b", re.I)
+# where a lesion of one side gives a deficit of the other (above the decussations)
+CONTRALATERAL = frozenset({"frontal lobe", "parietal lobe", "temporal lobe", "occipital lobe", "insula",
+                           "basal ganglia", "thalamus", "internal capsule", "periventricular white matter"})
+_SIDE_WORD = {"l": "left", "r": "right"}
+
+
+def _mechanism(f: dict[str, Any], presentation: str, caption: str, dx_table: Diagnoses) -> None:
+    """Whether the key figure's lesion explains the presenting deficit by its side: a deficit of one side of the body
+    and a lesion of the other hemisphere, above the decussations. An item says so only where both sides are
+    stated and they are opposite (a lesion on the same side does not explain it)."""
+    m = _DEFICIT.search(presentation)
+    side, deficit = (m.group(1), m.group(2)) if m else (None, None)
+    if m is None and (m2 := _DEFICIT_AFTER.search(presentation)):
+        side, deficit = m2.group(2), m2.group(1)
+    if side is None or deficit is None:
+        return
+    body = _SIDE_WORD.get(side.lower(), side.lower())
+    for sentence in re.split(r"(?<=[.;])\s+|\n", caption):
+        if not ABNORMAL.search(sentence) or NEGATED.search(sentence):
+            continue
+        sides = {_SIDE_WORD.get(x.lower(), x.lower()) for x in re.findall(r"\b(left|right|L|R)\b", sentence)}
+        where = dx_table.structure(sentence)
+        if len(sides) == 1 and where in CONTRALATERAL and sides != {body}:
+            lesion_side = sides.pop()
+            f["mechanism"] = (f"{first_sentence(sentence)} A lesion of the {lesion_side} {where} explains the "
+                              f"{body}-sided {deficit.lower()}: each hemisphere serves the opposite side of the body "
+                              f"(and the opposite half of the visual field).")
+            f["mechanism_answer"] = f"{lesion_side} {where}"
+        return

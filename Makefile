@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export HF_DATASETS_DISABLE_PROGRESS_BARS := 1
 
-.PHONY: setup review-tools harness-tools check-lmms-eval chromium postgresql demo test test-fast bench lint clean-demo
+.PHONY: setup review-tools harness-tools check-lmms-eval chromium postgresql demo test test-fast bench docs lint clean-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -90,6 +90,9 @@ test-fast: setup ## the unit layer: in one process, no subprocess, socket, git o
 bench: setup ## measure against the anchors; writes benchmarks/results.json and results.md
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python -m benchmarks.run
+
+docs: setup ## build the documentation site (docs/, mkdocs.yml) into site/; --strict: a broken link fails
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
 lint: setup
 	$(BIN)/ruff check curation tests

@@ -237,7 +237,8 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
             f["other_caption"] = clip(own_sentences(other), 600)
             f["other_caption_first"] = _finding_sentence(own_sentences(other))
             f["other_kind_name"] = kind_name(other.kind or "")
-        _mechanism(f, case.presentation, own_sentences(key), dx_table)
+        if key.plane in ("axial", "coronal"):  # a sagittal image shows no side
+            _mechanism(f, case.presentation, own_sentences(key), dx_table)
         where = _structure(key.caption, dx_table)
         # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
         # right answer, never a wrong option

@@ -263,9 +263,10 @@ class Engine:
         ctx = self.render(t.context, facts) if t.context else ""
         question = self.render(t.question, facts)
         answer = self.render(t.answer, facts)
-        evidence = [Evidence(**ev) for sel in t.images if isinstance(ev := lookup(facts, sel), dict)]
-        if len(evidence) != len(t.images):
+        shown = [lookup(facts, sel) for sel in t.images]  # an image fact is one render, or a list of them
+        if not all(isinstance(ev, dict) or (isinstance(ev, list) and ev) for ev in shown):
             return None, "image_without_evidence"
+        evidence = [Evidence(**e) for ev in shown for e in (ev if isinstance(ev, list) else [ev])]
         seed = int(content_hash([self.params.seed, case.case_id, t.id, t.version], 8), 16)
         options: list[str] = []
         if t.format == ItemFormat.mcq and t.distractors is not None:

@@ -32,7 +32,7 @@ def sex_word(sex: str | None, age: float | None) -> str | None:
 
 IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequence_known", "baseline_hippocampus",
                "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "dx_figure",
-               "pair_first", "pair_second", "kind_figure", "other_figure")
+               "pair_first", "pair_second", "kind_figure", "other_figure", "dx_figures")
 
 
 class LesionFacts(BaseModel):
@@ -60,7 +60,7 @@ class Facts(BaseModel):
     source: str
     case_id: str
     visit_id: str | None = None
-    image: dict[str, Evidence] = {}
+    image: dict[str, Evidence | list[Evidence]] = {}
     age: int | None = None
     age_phrase: str | None = None
     sex_word: str | None = None
@@ -107,9 +107,9 @@ class Facts(BaseModel):
     dx_with_history: str | None = None
     dx_told_ok: bool | None = None
     dx_told: bool | None = None
-    mechanism: str | None = None
-    mechanism_answer: str | None = None
-    dx_kind_name: str | None = None
+    dx_image_count: str | None = None  # "two images": how many a diagnosis item shows (their sequences are not told:
+    # a sibling asks one)
+    dx_reference: str | None = None
     pair_kind_names: list[str] | None = None
     structure_options: list[str] | None = None
     findings_report: str | None = None

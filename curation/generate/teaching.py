@@ -34,6 +34,7 @@ MR_KINDS = ("T1", "T1C", "T2", "FLAIR", "DWI", "ADC", "SWI", "MRA")
 KIND_RARITY = ("ADC", "SWI", "MRA", "DWI", "FLAIR", "T1C", "T1", "T2")
 COMMON_KINDS = ("FLAIR", "T1C", "T1", "T2")
 MAX_SAME_KEY = 2
+_ORDINAL = ("first", "second", "third")
 
 
 def teaching_case(case: Case) -> bool:
@@ -148,6 +149,9 @@ _ELSEWHERE = re.compile(r"\b(images? (?:two|three|four|five|2|3|4|5|[a-d])\b|oth
                         r"image|subsequent images?)", re.I)
 
 
+_FIG_LABEL = re.compile(r"^\s*(?:fig(?:ure)?\.?\s*\d+[a-z]?[.:)]?|\(?[a-z]\)|\d+\))\s*", re.I)
+
+
 def own_sentences(fig: Figure) -> str:
     """A figure's caption less the sentences about what the image shown cannot show: another figure, or another
     sequence (a "T2 hyperintense" sentence under a post-contrast T1 image), so that a reference holds only what a
@@ -158,7 +162,7 @@ def own_sentences(fig: Figure) -> str:
         named = kinds_named(sentence)
         if _ELSEWHERE.search(sentence) or (named and fig.kind not in named and not named & alike):
             continue
-        kept.append(sentence.strip())
+        kept.append(_FIG_LABEL.sub("", sentence.strip()))
     return " ".join(k for k in kept if k)
 
 
@@ -213,6 +217,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     # word, and not be a quiz prompt ("Can you detect the abnormality?")
     shown = [fig for fig in scored if _own_caption(fig, case) and _placed(own_sentences(fig), dx_table)
              and _describes(own_sentences(fig), dx_table)]
+    figs: list[Figure] = []
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
         fig = shown[0] if shown else scored[0]
         naming = next((g for g in scored if dx and dx_table.name(g.caption) == dx), None)
@@ -222,7 +227,17 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
             f["dx_direct"] = f.pop("dx_with_history")
         f["image"]["dx_figure"] = _evidence(fig)
         _note_dims(f, fig, dx_table)
-        f["dx_kind_name"] = kind_name(fig.kind or "")
+        # the diagnosis is read from every sequence the case shows the finding on (up to three), as its author
+        # did: one slice of one sequence often does not tell a diagnosis from its mimics (an epidermoid from an
+        # arachnoid cyst without the DWI; 7 of 12 one-image diagnosis items failed a clinical read)
+        figs = [fig, *[g for g in scored if g.kind != fig.kind and g is not fig]]
+        figs = [g for n, g in enumerate(figs) if g.kind not in {h.kind for h in figs[:n]}][:3]
+        f["image"]["dx_figures"] = [_evidence(g) for g in figs]
+        for g in figs:
+            _note_dims(f, g, dx_table)
+        f["dx_image_count"] = ("one image", "two images", "three images")[len(figs) - 1]
+        f["dx_reference"] = " ".join(f"{_ORDINAL[k].capitalize()} image: {clip(own_sentences(g), 400)}"
+                                     for k, g in enumerate(figs) if own_sentences(g))
     if shown:
         key = shown[0]
         f["image"]["key_figure"] = _evidence(key)
@@ -237,8 +252,6 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
             f["other_caption"] = clip(own_sentences(other), 600)
             f["other_caption_first"] = _finding_sentence(own_sentences(other))
             f["other_kind_name"] = kind_name(other.kind or "")
-        if key.plane in ("axial", "coronal"):  # a sagittal image shows no side
-            _mechanism(f, case.presentation, own_sentences(key), dx_table)
         where = _structure(key.caption, dx_table)
         # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
         # right answer, never a wrong option
@@ -263,7 +276,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
           if fig.kind in MR_KINDS and fig.renders and not fig.missing and _label_agrees(fig)]
     # the sequence of a figure another item shows is told in that item's context: asking it would ask what a
     # sibling states
-    told_kinds = {x.kind for x in [*(shown[:2]), *(scored[:1]), *(pair or ())]}
+    told_kinds = {x.kind for x in [*(shown[:2]), *(pair or ())]}
     ask = sorted((fig for fig in mr if fig.kind not in told_kinds),
                  key=lambda fig: (kinds_asked[fig.kind or ""], KIND_RARITY.index(fig.kind or "T2")))
     # a sequence is asked only while it is at most two ahead of the least asked of the common ones: where cases
@@ -291,40 +304,3 @@ def _pair(scored: list[Figure], case: Case) -> tuple[Figure, Figure] | None:
                 return a, b
     return None
 
-
-# a deficit of one side of the body, as a presentation writes it ("left-sided weakness", "weakness of the right arm",
-# "L facial droop")
-_DEFICIT = re.compile(r"\b(left|right|l|r)(?:[- ]sided)?\s+(?:\w+\s+){0,3}?(weakness|hemiparesis|hemiplegia|"
-                      r"numbness|paresthesias?|facial droop|hemichorea|hemiballismus|sensory loss|"
-                      r"homonymous hemianopsia|homonymous hemianopia|pronator drift)\b", re.I)
-_DEFICIT_AFTER = re.compile(r"\b(weakness|hemiparesis|hemiplegia|numbness|hemichorea)\s+(?:of|in|on)\s+(?:the\s+)?"
-                            r"(left|right|l|r)\b", re.I)
-# where a lesion of one side gives a deficit of the other (above the decussations)
-CONTRALATERAL = frozenset({"frontal lobe", "parietal lobe", "temporal lobe", "occipital lobe", "insula",
-                           "basal ganglia", "thalamus", "internal capsule", "periventricular white matter"})
-_SIDE_WORD = {"l": "left", "r": "right"}
-
-
-def _mechanism(f: dict[str, Any], presentation: str, caption: str, dx_table: Diagnoses) -> None:
-    """Whether the key figure's lesion explains the presenting deficit by its side: a deficit of one side of the body
-    and a lesion of the other hemisphere, above the decussations. An item says so only where both sides are
-    stated and they are opposite (a lesion on the same side does not explain it)."""
-    m = _DEFICIT.search(presentation)
-    side, deficit = (m.group(1), m.group(2)) if m else (None, None)
-    if m is None and (m2 := _DEFICIT_AFTER.search(presentation)):
-        side, deficit = m2.group(2), m2.group(1)
-    if side is None or deficit is None:
-        return
-    body = _SIDE_WORD.get(side.lower(), side.lower())
-    for sentence in re.split(r"(?<=[.;])\s+|\n", caption):
-        if not ABNORMAL.search(sentence) or NEGATED.search(sentence):
-            continue
-        sides = {_SIDE_WORD.get(x.lower(), x.lower()) for x in re.findall(r"\b(left|right|L|R)\b", sentence)}
-        where = dx_table.structure(sentence)
-        if len(sides) == 1 and where in CONTRALATERAL and sides != {body}:
-            lesion_side = sides.pop()
-            f["mechanism"] = (f"{first_sentence(sentence)} A lesion of the {lesion_side} {where} explains the "
-                              f"{body}-sided {deficit.lower()}: each hemisphere serves the opposite side of the body "
-                              f"(and the opposite half of the visual field).")
-            f["mechanism_answer"] = f"{lesion_side} {where}"
-        return

@@ -115,7 +115,7 @@ class Diagnoses:
         e = self.table.diagnoses.get(name)
         h = f" {fold(history)} "
         words = [name, *(e.aka if e else []), *(e.clues if e else [])]
-        return any(f" {fold(w)} " in h for w in words if len(fold(w)) >= 4)
+        return any(f" {fold(w)} " in h for w in words if len(fold(w)) >= 3)
 
     def canonical(self, name: str) -> str:
         """A name as the table writes it (a mimic listed under another of its names resolves to that)."""

@@ -149,6 +149,11 @@ _ELSEWHERE = re.compile(r"\b(images? (?:two|three|four|five|2|3|4|5|[a-d])\b|oth
                         r"image|subsequent images?)", re.I)
 
 
+# what an image of a kind cannot show: enhancement without contrast, restricted diffusion without a diffusion image
+_ENHANCES = re.compile(r"\b(enhanc\w*|post-?gad\w*|gadolinium)\b", re.I)
+_DIFFUSES = re.compile(r"\b(restrict\w*|diffusion)\b", re.I)
+_SHOWS_NOT = {"T1": _ENHANCES, "T2": _ENHANCES, "FLAIR": _ENHANCES, "CT": _ENHANCES, "SWI": _ENHANCES,
+              "T1C": _DIFFUSES, "CTC": _DIFFUSES}
 _FIG_LABEL = re.compile(r"^\s*(?:fig(?:ure)?\.?\s*\d+[a-z]?[.:)]?|\(?[a-z]\)|\d+\))\s*", re.I)
 
 
@@ -161,6 +166,8 @@ def own_sentences(fig: Figure) -> str:
     for sentence in re.split(r"(?<=[.!?;])\s+|\n+", fig.caption):
         named = kinds_named(sentence)
         if _ELSEWHERE.search(sentence) or (named and fig.kind not in named and not named & alike):
+            continue
+        if fig.kind in _SHOWS_NOT and _SHOWS_NOT[fig.kind].search(sentence):
             continue
         kept.append(_FIG_LABEL.sub("", sentence.strip()))
     return " ".join(k for k in kept if k)
@@ -230,12 +237,18 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         # the diagnosis is read from every sequence the case shows the finding on (up to three), as its author
         # did: one slice of one sequence often does not tell a diagnosis from its mimics (an epidermoid from an
         # arachnoid cyst without the DWI; 7 of 12 one-image diagnosis items failed a clinical read)
-        figs = [fig, *[g for g in scored if g.kind != fig.kind and g is not fig]]
+        figs = [fig, *[g for g in shown if g.kind != fig.kind and g is not fig]]
         figs = [g for n, g in enumerate(figs) if g.kind not in {h.kind for h in figs[:n]}][:3]
         f["image"]["dx_figures"] = [_evidence(g) for g in figs]
         for g in figs:
             _note_dims(f, g, dx_table)
         f["dx_image_count"] = ("one image", "two images", "three images")[len(figs) - 1]
+        # a diagnosis the shown images' captions themselves entertain ("may represent small vessel disease") is a
+        # second right answer, never a wrong option
+        entertained = {n for g in figs for part in re.split(r"[.;,]|\bor\b|\bvs\b", g.caption)
+                       if (n := dx_table.name(part)) and n != dx}
+        if "dx_options" in f:
+            f["dx_options"] = [d for d in f["dx_options"] if d not in entertained]
         f["dx_reference"] = " ".join(f"{_ORDINAL[k].capitalize()} image: {clip(own_sentences(g), 400)}"
                                      for k, g in enumerate(figs) if own_sentences(g))
     if shown:

@@ -18,9 +18,11 @@ def keyed(table: dict[str, Any], key: str | None) -> Any:
 
 
 def age_phrase(age: int, ninety_plus: bool) -> str:
-    """With its article: "a 74-year-old", "an 88-year-old", "a 90-year-old or older"."""
+    """With its article: "a 74-year-old", "an 88-year-old", "a 90-year-old or older", "an infant"."""
     if ninety_plus or age >= 90:
         return "a 90-year-old or older"
+    if age < 1:  # ages are whole years: under one is an infant, not "a 0-year-old"
+        return "an infant"
     return f"{'an' if str(age).startswith('8') or age in (11, 18) else 'a'} {age}-year-old"
 
 

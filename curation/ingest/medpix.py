@@ -5,6 +5,7 @@ modality, plane, age, sex) and ``images/``. Each image becomes a figure that say
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,20 @@ def _text(value: Any, missing: list[str]) -> str:
     return "" if v in missing else v
 
 
+_AGE = re.compile(r"\b(\d{1,3})(?:\s*|-)(?:years?|yrs?|y)(?:[- ]?old|/o|\.o\.|o)\b|\b(\d{1,2})[- ]?(?:months?|mos?)"
+                  r"(?:[- ]old)?\b|\b(\d{1,3})\s*(?:yo|y/o|y\.o\.)", re.I)
+
+
+def _stated_age(history: str) -> float | None:
+    """The age a history states first ("27 year old", "44yo", "a 5-month-old": 0 years), or None."""
+    m = _AGE.search(history)
+    if m is None:
+        return None
+    if m.group(2):
+        return int(m.group(2)) / 12
+    return float(m.group(1) or m.group(3))
+
+
 def _shape_problem(rec: Any, max_chars: int, max_id: int) -> str | None:
     if not isinstance(rec, dict):
         return f"record is {type(rec).__name__}, not an object"
@@ -150,7 +165,11 @@ def _case(ctx: IngestContext, rec: dict[str, Any], by_image: dict[str, dict[str,
         used.add(src)
         stored = ctx.store(src, case_id, f"{fig_id}{src.suffix.lower()}")
         figures.append(Figure(**common, path=stored))
-    age = next((float(a) for a in ages if a.replace(".", "", 1).isdigit()), None)
+    # the age the history states comes first: the image records' "Age" is 0 where it is unknown, and whole years
+    # for an infant ("a 5-month-old" recorded as 1)
+    age = _stated_age(fields["history"])
+    if age is None:
+        age = next((float(a) for a in ages if a.replace(".", "", 1).isdigit() and float(a) > 0), None)
     sex = next((spec["sex"][s] for s in sexes if s in spec["sex"]), None)
     presentation = " ".join(x for x in (fields["history"], fields["exam"]) if x)
     sections = {k: fields[k] for k in ("findings", "exam", "treatment", "discussion") if fields[k]}

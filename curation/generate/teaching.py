@@ -134,6 +134,30 @@ def _describes(caption: str, dx_table: Diagnoses) -> bool:
     return score >= 2 or (score >= 1 and _placed(caption, dx_table))
 
 
+def _side(caption: str) -> str | None:
+    """The one side of the body the caption's first sentence describing an abnormality puts it on, or None (no
+    side, both sides, bilateral or midline findings)."""
+    for sentence in re.split(r"(?<=[.;])\s+|\n", caption):
+        if not ABNORMAL.search(sentence) or NEGATED.search(sentence):
+            continue
+        if re.search(r"\b(bilateral\w*|both|midline|symmetric\w*)\b", sentence, re.I):
+            return None
+        sides = {_SIDE_WORD.get(x.lower(), x.lower()) for x in re.findall(r"\b(left|right|L|R)\b", sentence)}
+        return sides.pop() if len(sides) == 1 else None
+    return None
+
+
+_SIDE_WORD = {"l": "left", "r": "right"}
+
+
+def _full(caption: str, dx_table: Diagnoses) -> bool:
+    """Whether a caption is a full enough description to grade a "what, where and how" answer by: it says what
+    the finding is and how it appears (two abnormality words), where it lies, in at least seven words ("Large left
+    parietal mass" and "Signs of cerebellar infarction on CT" are too thin: clinical reads)."""
+    return (len(caption.split()) >= 7 and caption_score(caption) >= 2 and _placed(caption, dx_table)
+            and _describes(caption, dx_table))
+
+
 def _placed(caption: str, dx_table: Diagnoses) -> bool:
     """Whether a caption says where its finding lies (a structure it names; a side, where it also says what the
     finding is in two words): a reference that does not ("increased signal in R hemisphere") is too thin to grade a
@@ -146,7 +170,8 @@ def _placed(caption: str, dx_table: Diagnoses) -> bool:
 # image"), every sequence, or a comparison with a study not shown
 _ELSEWHERE = re.compile(r"\b(images? (?:two|three|four|five|2|3|4|5|[a-d])\b|other images?|next image|previous image|"
                         r"prior image|all (?:the )?sequences|not shown|(?:above|below) image|on the (?:left|right) "
-                        r"image|subsequent images?)", re.I)
+                        r"image|subsequent images?|skull series|radiograph\w*|x-?rays?|plain films?|angiogra\w*|"
+                        r"ultrasound|sonograph\w*|follow-?up (?:mri|ct|imaging|study))", re.I)
 
 
 # what an image of a kind cannot show: enhancement without contrast, restricted diffusion without a diffusion image
@@ -161,13 +186,25 @@ def own_sentences(fig: Figure) -> str:
     """A figure's caption less the sentences about what the image shown cannot show: another figure, or another
     sequence (a "T2 hyperintense" sentence under a post-contrast T1 image), so that a reference holds only what a
     reader of this image can see."""
-    alike = {"T1": {"T1C"}, "T1C": {"T1"}, "DWI": {"ADC"}, "ADC": {"DWI"}}.get(fig.kind or "", set())
+    return visible_sentences(fig.caption, {fig.kind or ""})
+
+
+_ALIKE = {"T1": {"T1C"}, "T1C": {"T1"}, "DWI": {"ADC"}, "ADC": {"DWI"}}
+
+
+def visible_sentences(text: str, kinds: set[str], negatives: bool = True) -> str:
+    """The sentences of ``text`` a reader of images of ``kinds`` can check: none about another figure, another
+    sequence, enhancement without a contrast image, or diffusion without a diffusion image; with ``negatives``
+    False, none that only says what is absent ("No hemorrhage.")."""
+    alike = set().union(kinds, *(_ALIKE.get(k, set()) for k in kinds))
     kept = []
-    for sentence in re.split(r"(?<=[.!?;])\s+|\n+", fig.caption):
+    for sentence in re.split(r"(?<=[.!?;])\s+|\n+", text):
         named = kinds_named(sentence)
-        if _ELSEWHERE.search(sentence) or (named and fig.kind not in named and not named & alike):
+        if _ELSEWHERE.search(sentence) or (named and not named & alike):
             continue
-        if fig.kind in _SHOWS_NOT and _SHOWS_NOT[fig.kind].search(sentence):
+        if all(k in _SHOWS_NOT and _SHOWS_NOT[k].search(sentence) for k in kinds):
+            continue
+        if not negatives and NEGATED.search(sentence) and not ABNORMAL.search(NEGATED.split(sentence)[0]):
             continue
         kept.append(_FIG_LABEL.sub("", sentence.strip()))
     return " ".join(k for k in kept if k)
@@ -222,8 +259,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     # the caption is the reference an answer is graded against: it must describe this slice (its own caption, or
     # one written for exactly this figure and one other of another kind), describe an abnormality in more than a
     # word, and not be a quiz prompt ("Can you detect the abnormality?")
-    shown = [fig for fig in scored if _own_caption(fig, case) and _placed(own_sentences(fig), dx_table)
-             and _describes(own_sentences(fig), dx_table)]
+    shown = [fig for fig in scored if _own_caption(fig, case) and _full(own_sentences(fig), dx_table)]
     figs: list[Figure] = []
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
         fig = shown[0] if shown else scored[0]
@@ -243,14 +279,17 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         for g in figs:
             _note_dims(f, g, dx_table)
         f["dx_image_count"] = ("one image", "two images", "three images")[len(figs) - 1]
+        f["dx_caption_first"] = _finding_sentence(own_sentences(fig) or fig.caption)
         # a diagnosis the shown images' captions themselves entertain ("may represent small vessel disease") is a
         # second right answer, never a wrong option
         entertained = {n for g in figs for part in re.split(r"[.;,]|\bor\b|\bvs\b", g.caption)
                        if (n := dx_table.name(part)) and n != dx}
         if "dx_options" in f:
             f["dx_options"] = [d for d in f["dx_options"] if d not in entertained]
-        f["dx_reference"] = " ".join(f"{_ORDINAL[k].capitalize()} image: {clip(own_sentences(g), 400)}"
-                                     for k, g in enumerate(figs) if own_sentences(g))
+        described = " ".join(f"{_ORDINAL[k].capitalize()} image: {clip(own_sentences(g), 400)}"
+                             for k, g in enumerate(figs) if own_sentences(g))
+        report = visible_sentences(case.sections.get("findings", ""), {g.kind or "" for g in figs}, negatives=False)
+        f["dx_reference"] = described + (f" The report: {clip(report, 500)}" if report else "")
     if shown:
         key = shown[0]
         f["image"]["key_figure"] = _evidence(key)
@@ -265,6 +304,9 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
             f["other_caption"] = clip(own_sentences(other), 600)
             f["other_caption_first"] = _finding_sentence(own_sentences(other))
             f["other_kind_name"] = kind_name(other.kind or "")
+        side = _side(own_sentences(key)) if key.plane in ("axial", "coronal") else None  # a sagittal shows none
+        if side:
+            f["side"], f["side_options"] = side, [x for x in ("left", "right", "bilateral") if x != side]
         where = _structure(key.caption, dx_table)
         # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
         # right answer, never a wrong option
@@ -290,10 +332,10 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     # the sequence of a figure another item shows is told in that item's context: asking it would ask what a
     # sibling states
     told_kinds = {x.kind for x in [*(shown[:2]), *(pair or ())]}
-    ask = sorted((fig for fig in mr if fig.kind not in told_kinds),
-                 key=lambda fig: (kinds_asked[fig.kind or ""], KIND_RARITY.index(fig.kind or "T2")))
+    ask = [fig for fig in mr if fig.kind not in told_kinds]
     # a sequence is asked only while it is at most two ahead of the least asked of the common ones: where cases
     # have only T1 or T2 images, asking each would make those the answer most of the time
+    ask.sort(key=lambda fig: (kinds_asked[fig.kind or ""], KIND_RARITY.index(fig.kind or "T2")))
     floor = min(kinds_asked[k] for k in COMMON_KINDS)
     if ask and kinds_asked[ask[0].kind or ""] <= floor + 2:
         fig = ask[0]

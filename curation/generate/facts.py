@@ -102,8 +102,6 @@ class Facts(BaseModel):
     # a teaching case's (teaching.py)
     dx_options: list[str] | None = None
     structure: str | None = None
-    side: str | None = None
-    side_options: list[str] | None = None
     dx_caption_first: str | None = None
     figure_dims: dict[str, list[str]] | None = None  # figure id -> the visual dimensions its caption implies
     dx_direct: str | None = None

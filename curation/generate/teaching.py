@@ -33,6 +33,7 @@ MR_KINDS = ("T1", "T1C", "T2", "FLAIR", "DWI", "ADC", "SWI", "MRA")
 # of the sequences asked least so far, the rarer among teaching figures is asked first (keys spread over sequences)
 KIND_RARITY = ("ADC", "SWI", "MRA", "DWI", "FLAIR", "T1C", "T1", "T2")
 COMMON_KINDS = ("FLAIR", "T1C", "T1", "T2")
+CONFUSABLE_KINDS = frozenset({"T1", "T1C", "T2"})
 MAX_SAME_KEY = 2
 _ORDINAL = ("first", "second", "third")
 
@@ -82,12 +83,23 @@ def first_sentence(text: str, limit: int = 240) -> str:
     return s if len(s) <= limit else s[:limit].rsplit(" ", 1)[0] + " ..."
 
 
+# a lesion itself, which is the principal abnormality where a caption also tells what it does (the hydrocephalus a
+# posterior fossa mass causes is not the principal abnormality: a clinical read)
+LESION = re.compile(r"\b(mass(es)?|lesions?|tumou?rs?|cysts?|ha?emorrhag\w*|ha?ematoma|infarct\w*|nodules?|"
+                    r"malformation|fractur\w*|collection|abscess\w*|plaques?|aneurysm)\b", re.I)
+
+
+def _abnormal_sentences(caption: str) -> list[str]:
+    """The caption's sentences that describe an abnormality, those naming a lesion first."""
+    found = [s for s in re.split(r"(?<=[.!?;])\s+|\n", caption) if ABNORMAL.search(s) and not NEGATED.search(s)]
+    return sorted(found, key=lambda s: not LESION.search(s))
+
+
 def _finding_sentence(caption: str) -> str:
-    """The caption's first sentence that describes an abnormality (not "Routine MRI of the brain was performed.")."""
-    for sentence in re.split(r"(?<=[.!?;])\s+|\n", " ".join(caption.split("\n"))):
-        if ABNORMAL.search(sentence) and not NEGATED.search(sentence):
-            return first_sentence(sentence)
-    return first_sentence(caption)
+    """The caption's principal finding: its first sentence naming a lesion, else describing an abnormality (not
+    "Routine MRI of the brain was performed.")."""
+    found = _abnormal_sentences(caption)
+    return first_sentence(found[0] if found else caption)
 
 
 def clip(text: str, limit: int = 700) -> str:
@@ -101,11 +113,9 @@ def clip(text: str, limit: int = 700) -> str:
 
 
 def _structure(caption: str, dx_table: Diagnoses) -> str | None:
-    """Where the first sentence of ``caption`` that describes an abnormality puts it."""
-    for sentence in re.split(r"(?<=[.;])\s+|\n", caption):
-        if ABNORMAL.search(sentence) and not NEGATED.search(sentence):
-            return dx_table.structure(sentence)
-    return None
+    """Where the caption's principal finding lies (its first sentence naming a lesion, else an abnormality)."""
+    found = _abnormal_sentences(caption)
+    return dx_table.structure(found[0]) if found else None
 
 
 def _usable(fig: Figure, site: str | None) -> bool:
@@ -134,20 +144,6 @@ def _describes(caption: str, dx_table: Diagnoses) -> bool:
     return score >= 2 or (score >= 1 and _placed(caption, dx_table))
 
 
-def _side(caption: str) -> str | None:
-    """The one side of the body the caption's first sentence describing an abnormality puts it on, or None (no
-    side, both sides, bilateral or midline findings)."""
-    for sentence in re.split(r"(?<=[.;])\s+|\n", caption):
-        if not ABNORMAL.search(sentence) or NEGATED.search(sentence):
-            continue
-        if re.search(r"\b(bilateral\w*|both|midline|symmetric\w*)\b", sentence, re.I):
-            return None
-        sides = {_SIDE_WORD.get(x.lower(), x.lower()) for x in re.findall(r"\b(left|right|L|R)\b", sentence)}
-        return sides.pop() if len(sides) == 1 else None
-    return None
-
-
-_SIDE_WORD = {"l": "left", "r": "right"}
 
 
 def _full(caption: str, dx_table: Diagnoses) -> bool:
@@ -304,15 +300,13 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
             f["other_caption"] = clip(own_sentences(other), 600)
             f["other_caption_first"] = _finding_sentence(own_sentences(other))
             f["other_kind_name"] = kind_name(other.kind or "")
-        side = _side(own_sentences(key)) if key.plane in ("axial", "coronal") else None  # a sagittal shows none
-        if side:
-            f["side"], f["side_options"] = side, [x for x in ("left", "right", "bilateral") if x != side]
-        where = _structure(key.caption, dx_table)
+        where = _structure(own_sentences(key), dx_table)
         # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
         # right answer, never a wrong option
         named = dx_table.mentioned(key.caption)
         near = [n for n in dx_table.near(where) if n not in named] if where else []
-        if where and len(near) >= 3:
+        if where and len(near) >= 3 and asked[f"structure:{where}"] < MAX_SAME_KEY:  # keys spread, as diagnoses'
+            asked[f"structure:{where}"] += 1
             f["structure"] = where
             f["structure_options"] = near
     pair = _pair(scored, case)
@@ -327,8 +321,12 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         same = fold(first.caption) == fold(second.caption)
         f["pair_reference"] = (f"Both images: {one}" if same
                                else f"First image: {one} Second image: {two}")
+    # a T1, T2 or post-contrast T1 is asked only where the caption names it too: a label alone was wrong on 2 of 11
+    # sequence items in a clinical read (a T2 labelled T1, a post-contrast T1 labelled T2); the other sequences
+    # look unlike these, and their labels only need not contradict the caption
     mr = [fig for fig in case.figures
-          if fig.kind in MR_KINDS and fig.renders and not fig.missing and _label_agrees(fig)]
+          if fig.kind in MR_KINDS and fig.renders and not fig.missing and _label_agrees(fig)
+          and (fig.kind not in CONFUSABLE_KINDS or fig.kind in kinds_named(fig.caption))]
     # the sequence of a figure another item shows is told in that item's context: asking it would ask what a
     # sibling states
     told_kinds = {x.kind for x in [*(shown[:2]), *(pair or ())]}

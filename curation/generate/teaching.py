@@ -51,7 +51,8 @@ _DETAIL = re.compile(r"\b(hyperintens\w*|hypointens\w*|hyperdens\w*|hypodens\w*|
                      r"density|fluid level|rim|septa\w*|ground glass|trabecula\w*|margins?|dark|bright|o?edema|"
                      r"swelling|gr[ae]y-white|discrimin\w*|differentiation)\b", re.I)
 _SIDE = re.compile(r"\b(left|right|bilateral|midline|L|R)\b")
-_FORM = re.compile(r"\b(absen\w*|hypoplas\w*|agenesis|displac\w*|herniat\w*|deform\w*|narrow\w*)\b", re.I)
+_FORM = re.compile(r"\b(absen\w*|hypoplas\w*|agenesis|displac\w*|herniat\w*|deform\w*|narrow\w*|dilat\w*|enlarg\w*|"
+                   r"widen\w*|expan\w*)\b", re.I)
 
 
 def figure_dims(caption: str, dx_table: Diagnoses) -> list[str]:

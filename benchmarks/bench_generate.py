@@ -16,6 +16,7 @@ from curation.params import load_params
 root, src, dst = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 p = load_params(root / "params.yaml").generate
 p.templates_dir, p.knowledge = str(root / p.templates_dir), str(root / p.knowledge)
+p.diagnoses = str(root / p.diagnoses)
 t = time.perf_counter()
 r = run(p, src, dst)
 print(json.dumps({"seconds": time.perf_counter() - t, "items": r.outputs, "cases": r.inputs,

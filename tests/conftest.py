@@ -65,6 +65,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, demo_raw: Path) -> Path:
     p.ingest.copy_files = True  # the demo raw folder lies outside the work folder: copied, not pointed into
     p.generate.templates_dir = str(ROOT / p.generate.templates_dir)
     p.generate.knowledge = str(ROOT / p.generate.knowledge)
+    p.generate.diagnoses = str(ROOT / p.generate.diagnoses)
     p.extract.lexicon = str(ROOT / p.extract.lexicon)
     os.chdir(work)
     try:

@@ -32,6 +32,7 @@ def project_params() -> Params:
     p = load_params(ROOT / "params.yaml")
     p.generate.templates_dir = str(ROOT / p.generate.templates_dir)
     p.generate.knowledge = str(ROOT / p.generate.knowledge)
+    p.generate.diagnoses = str(ROOT / p.generate.diagnoses)
     p.generate.prompts_dir = str(ROOT / p.generate.prompts_dir)
     p.extract.lexicon = str(ROOT / p.extract.lexicon)
     p.filter.prompts_dir = str(ROOT / p.filter.prompts_dir)

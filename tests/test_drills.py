@@ -94,6 +94,8 @@ def test_sigkill_generate_with_llm_then_rerun_is_identical(pipeline, tmp_path):
         p = load_params(ROOT / "params.yaml")
         p.generate.templates_dir = str(ROOT / p.generate.templates_dir)
         p.generate.knowledge = str(ROOT / p.generate.knowledge)
+    p.generate.diagnoses = str(ROOT / p.generate.diagnoses)
+        p.generate.diagnoses = str(ROOT / p.generate.diagnoses)
         p.generate.prompts_dir = str(ROOT / p.generate.prompts_dir)
         p.llm.concurrency = 2
         prm.write_text(json.dumps({"generate": p.generate.model_dump(), "llm": p.llm.model_dump()}))
@@ -136,7 +138,8 @@ def test_flaky_llm_endpoint_stage_finishes_with_bounded_retries(pipeline, tmp_pa
         return good(body, n)
 
     p = load_params(ROOT / "params.yaml").generate
-    p.templates_dir, p.knowledge, p.prompts_dir = (str(ROOT / x) for x in (p.templates_dir, p.knowledge, p.prompts_dir))
+    p.templates_dir, p.knowledge, p.prompts_dir, p.diagnoses = (
+        str(ROOT / x) for x in (p.templates_dir, p.knowledge, p.prompts_dir, p.diagnoses))
     with OpenAIServer(flaky) as server:
         llm = LlmParams(base_url=server.base_url, model="local-test", max_retries=2, backoff_s=0.01, timeout_s=0.5,
                         cache_dir=str(tmp_path / "cache"))
@@ -182,6 +185,7 @@ def test_malformed_corpus_through_the_whole_pipeline(pipeline, raw_copy, tmp_pat
     p = load_params(ROOT / "params.yaml")
     p.generate.templates_dir = str(ROOT / p.generate.templates_dir)
     p.generate.knowledge = str(ROOT / p.generate.knowledge)
+    p.generate.diagnoses = str(ROOT / p.generate.diagnoses)
     p.extract.lexicon = str(ROOT / p.extract.lexicon)
     # the demo has only three case-report files: one broken file is a third of the inputs
     p.ingest.max_failure_rate = p.deidentify.max_failure_rate = p.normalize.max_failure_rate = 0.5

@@ -20,6 +20,7 @@ from .scripted_llm import generation_responder
 def gen_params():
     p = load_params(ROOT / "params.yaml").generate
     p.templates_dir, p.knowledge = str(ROOT / p.templates_dir), str(ROOT / p.knowledge)
+    p.diagnoses = str(ROOT / p.diagnoses)
     p.prompts_dir = str(ROOT / p.prompts_dir)
     return p
 

@@ -116,6 +116,7 @@ def test_generate_is_byte_identical_on_rerun(pipeline: Path, tmp_path: Path, mon
 
     p = load_params(ROOT / "params.yaml").generate
     p.templates_dir, p.knowledge = str(ROOT / p.templates_dir), str(ROOT / p.knowledge)
+    p.diagnoses = str(ROOT / p.diagnoses)
     monkeypatch.chdir(pipeline)
     run(p, pipeline / "extract", tmp_path / "again")
     assert (tmp_path / "again" / "items.jsonl").read_bytes() == (pipeline / "generate" / "items.jsonl").read_bytes()
@@ -255,6 +256,7 @@ def test_changed_template_regenerates_exactly_its_items(pipeline: Path, tmp_path
                                  "How large are the lateral ventricles?"))
     p = load_params(ROOT / "params.yaml").generate
     p.templates_dir, p.knowledge = str(tdir), str(ROOT / p.knowledge)
+    p.diagnoses = str(ROOT / p.diagnoses)
     run(p, pipeline / "extract", tmp_path / "out")
     before = [json.loads(x) for x in (pipeline / "generate" / "items.jsonl").read_text().splitlines()]
     after = [json.loads(x) for x in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]

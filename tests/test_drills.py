@@ -94,7 +94,6 @@ def test_sigkill_generate_with_llm_then_rerun_is_identical(pipeline, tmp_path):
         p = load_params(ROOT / "params.yaml")
         p.generate.templates_dir = str(ROOT / p.generate.templates_dir)
         p.generate.knowledge = str(ROOT / p.generate.knowledge)
-    p.generate.diagnoses = str(ROOT / p.generate.diagnoses)
         p.generate.diagnoses = str(ROOT / p.generate.diagnoses)
         p.generate.prompts_dir = str(ROOT / p.generate.prompts_dir)
         p.llm.concurrency = 2

@@ -87,6 +87,12 @@ class NormalizeParams(Section):
     # lesion location: robust z against the series' own grey / white matter, largest cluster of at least min_mm3
     lesion_z: float = Field(4.0, gt=0)
     lesion_min_mm3: float = Field(250.0, gt=0)
+    # on FLAIR, DWI and SWI (lesions unlike any normal tissue): seeds this far out in white matter's own spread
+    # (from its histogram peak, on the side the tissue has no lesions), each grown over the brain while it stays
+    # lesion_grow_z out; a target needs a lesion of lesion_min_mm3, grown clusters of lesion_small_mm3 are counted
+    lesion_seed_z: float = Field(5.0, gt=0)
+    lesion_grow_z: float = Field(3.0, gt=0)
+    lesion_small_mm3: float = Field(30.0, gt=0)
     lesion_polarity: dict[str, Literal["hyper", "hypo"]] = Field(
         default_factory=lambda: {"FLAIR": "hyper", "T2w": "hyper", "DWI": "hyper", "SWI": "hypo", "T1w": "hypo"}
     )

@@ -32,7 +32,6 @@ PATIENTS = {
        for p in ("01", "03") for s in (1, 2)},
 }
 NOT_YET = {  # measured at this commit; each xfail is strict, so a fix shows up as a failure to remove it here
-    "ms_patient07": "1.4 mL of small, low-contrast plaques: no grown cluster reaches lesion_min_mm3",
     "ms_long_patient01_study1": "the change mask marks a lesion that is new at study 2: not yet on this FLAIR",
 }
 

@@ -269,11 +269,12 @@ def _place_lesions(out: dict[str, Any], small: np.ndarray, small_aff: np.ndarray
 
     voxel_mm3 = float(abs(np.linalg.det(small_aff[:3, :3])))
     found = lesions.find_lesions(small, gm, wm, brain, polarity, seed_z=p.lesion_seed_z, grow_z=p.lesion_grow_z,
+                                 grey_seed_z=p.lesion_grey_seed_z, grey_grow_z=p.lesion_grey_grow_z,
                                  min_voxels=max(2, int(np.ceil(p.lesion_min_mm3 / voxel_mm3))),
                                  small_voxels=max(2, int(np.ceil(p.lesion_small_mm3 / voxel_mm3))),
                                  ventricles=vent)
     if found is None:
-        out["anatomy"]["not_located"]["lesion"] = "no grown cluster of outlying voxels reaches the minimum size"
+        out["anatomy"]["not_located"]["lesion"] = "the grown clusters of outlying voxels do not reach the minimum size"
         return
     centre = (small_aff @ np.append(found.slice_centroid_vox, 1.0))[:3]
     idx = slice_index(affine, shape, 2, centre)

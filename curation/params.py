@@ -84,6 +84,9 @@ class NormalizeParams(Section):
     )
     # acquisition QC: a plane is not reformatted from a series sampled coarser than this (mm) along an in-plane axis
     max_reformat_spacing_mm: float = Field(1.5, gt=0)
+    # ... except an isotropic 3D series sampled up to this (mm) along every axis: any of its planes is as sharp as
+    # its native one (a 1.6 mm long-field-of-view MPRAGE shows a coronal hippocampus)
+    max_isotropic_reformat_mm: float = Field(2.0, gt=0)
     # lesion location: robust z against the series' own grey / white matter, largest cluster of at least min_mm3
     lesion_z: float = Field(4.0, gt=0)
     lesion_min_mm3: float = Field(250.0, gt=0)

@@ -84,6 +84,7 @@ def timed_py(code: str, *args: str, cwd: Path | None = None) -> float:
 DEID_REPEATS = 3
 CONVERT_TARGET = 2.0  # issue 33: within 2x the dcm2niix binary
 DEFACE_TARGET_S = 2.0  # issue 33: defacing at most 2 s per volume beyond the registration
+CHECKS_TARGET = 0.2  # issue 49: lesion finding and the face-free decision add <= 20% to normalize
 SCALING_COPIES = 3  # the throughput of 2 workers vs 1 is measured on 3x the demo's ADNI series
 
 
@@ -335,10 +336,25 @@ def timed_step(fn):
             spent["calls"] += 1
     return step
 steps.STEPS = tuple(timed_step(fn) if fn is steps.deface else fn for fn in steps.STEPS)
+# issue 49: lesion finding (both finders) and the face-free decision, timed where they run
+from curation.imaging import lesions
+from curation.imaging.steps import defacing
+checks = {"seconds": 0.0, "calls": 0}
+def timed_check(fn):
+    def check(*a, **kw):
+        t = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            checks["seconds"] += time.perf_counter() - t
+            checks["calls"] += 1
+    return check
+lesions.find_lesion, lesions.find_lesions = timed_check(lesions.find_lesion), timed_check(lesions.find_lesions)
+defacing._face_free = timed_check(defacing._face_free)
 t = time.perf_counter()
 r = normalize(p.normalize, src, work / f"norm{workers}{int(deface)}{int(targets)}x{copies}", workers=workers)
 print(json.dumps({"seconds": time.perf_counter() - t, "series": r.outputs, "deface_step_s": spent["seconds"],
-                  "deface_calls": spent["calls"]}))
+                  "deface_calls": spent["calls"], "checks_s": checks["seconds"], "checks_calls": checks["calls"]}))
 """
     # interleaved repeats, medians: one run of each moves by up to 30% on a shared machine
     runs: dict[str, list[float]] = {"one": [], "bare": [], "two": [], "one_big": [], "two_big": []}
@@ -390,6 +406,17 @@ print(json.dumps({"seconds": time.perf_counter() - t, "series": r.outputs, "defa
                        "deface_step_calls": defaced["deface_calls"],
                        "what": "the face-free check on the fit, the mean head's own affine registration (SimpleITK, "
                                "3 mm), the face mask carried onto the volume and the checks on it"}))
+    # issue 49: what lesion finding and the face-free decision add to a volume's normalize time, both timed where
+    # they run in the defaced run; the anchor is the rest of that same run (normalize without them)
+    checks_s = defaced["checks_s"] / n_series
+    rest_s = (defaced["seconds"] - defaced["checks_s"]) / n_series
+    out.append(Figure("lesions", f"lesion finding + face-free decision, per volume ({n_series} volumes, 1 worker, no "
+                      "fit store)", checks_s, "s", "the rest of the same normalize run, per volume", rest_s,
+                      checks_s / rest_s, f"<= {CHECKS_TARGET:g}", checks_s / rest_s <= CHECKS_TARGET,
+                      {"calls": defaced["checks_calls"],
+                       "without_targets_s_per_volume": round(med["one"] / n_series, 3),
+                       "what": "lesions.find_lesion (T1w, T2w), lesions.find_lesions (FLAIR, DWI, SWI), "
+                               "steps.defacing._face_free"}))
     # shown beside it: the whole run's difference also holds what defacing changes downstream (the steps and the
     # follow-up registrations after it work on defaced voxels); one sample of each run, so it moves with the load
     out.append(Figure("deface", f"whole normalize run with defacing minus without, per volume ({n_series} volumes, "

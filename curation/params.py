@@ -84,9 +84,23 @@ class NormalizeParams(Section):
     )
     # acquisition QC: a plane is not reformatted from a series sampled coarser than this (mm) along an in-plane axis
     max_reformat_spacing_mm: float = Field(1.5, gt=0)
+    # ... except an isotropic 3D series sampled up to this (mm) along every axis: any of its planes is as sharp as
+    # its native one (a 1.6 mm long-field-of-view MPRAGE shows a coronal hippocampus)
+    max_isotropic_reformat_mm: float = Field(2.0, gt=0)
     # lesion location: robust z against the series' own grey / white matter, largest cluster of at least min_mm3
     lesion_z: float = Field(4.0, gt=0)
     lesion_min_mm3: float = Field(250.0, gt=0)
+    # on FLAIR, DWI and SWI (lesions unlike any normal tissue): seeds this far out in white matter's own spread
+    # (from its histogram peak, on the side the tissue has no lesions), each grown over the brain while it stays
+    # lesion_grow_z out; grown clusters of lesion_small_mm3 are counted, a target needs them to reach lesion_min_mm3
+    # together
+    lesion_seed_z: float = Field(5.0, gt=0)
+    lesion_grow_z: float = Field(3.0, gt=0)
+    lesion_small_mm3: float = Field(30.0, gt=0)
+    # ... and, seeds and grown voxels alike, this far beyond grey matter's peak in its spread towards lesions (where
+    # the fit puts white matter into the cortex, grey matter is no lesion)
+    lesion_grey_seed_z: float = Field(3.0, gt=0)
+    lesion_grey_grow_z: float = Field(1.0, gt=0)
     lesion_polarity: dict[str, Literal["hyper", "hypo"]] = Field(
         default_factory=lambda: {"FLAIR": "hyper", "T2w": "hyper", "DWI": "hyper", "SWI": "hypo", "T1w": "hypo"}
     )

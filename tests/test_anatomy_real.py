@@ -25,6 +25,8 @@ pytestmark = [pytest.mark.integration,  # ANTs registration of real heads in a p
 SEQUENCE = {"stroke_T1": "T1w", "stroke_T2": "T2w", "stroke_FLAIR": "FLAIR", "seg3d_mr": "T1w", "chris_PD": "PD",
             "register_t2w": "T2w"}
 TOLERANCE_MM = 5.0
+# a long-field-of-view 3D T1 as sagittal ADNI MPRAGEs are: the stroke patient's T1 resampled to 1.6 mm isotropic
+ISOTROPIC = ("stroke_T1", 1.6)
 # a head moved as a patient can lie in a scanner: tilted 18 degrees (nodding) and 12 (turned), 150 mm off origin
 TILT = ("stroke_T1", 18.0, 12.0, (150.0, -60.0, 90.0))
 # the same patient's FLAIR as a later acquisition of the visit finds the head: it has moved since the T1w
@@ -43,6 +45,18 @@ def _motion(nod_deg: float, turn_deg: float, shift: tuple[float, float, float]) 
     m[:3, :3] = rz @ rx
     m[:3, 3] = shift
     return m
+
+
+def _resampled(src: Path, mm: float, dst: Path) -> Path:
+    """``src`` resampled to ``mm`` isotropic (linear), the same world extent."""
+    import SimpleITK as sitk
+
+    img = sitk.ReadImage(str(src), sitk.sitkFloat32)
+    size = [max(1, int(round(n * s / mm))) for n, s in zip(img.GetSize(), img.GetSpacing(), strict=True)]
+    out = sitk.Resample(img, size, sitk.Transform(), sitk.sitkLinear, img.GetOrigin(), (mm, mm, mm),
+                        img.GetDirection(), 0.0, sitk.sitkFloat32)
+    sitk.WriteImage(out, str(dst))
+    return dst
 
 
 def _normalize(task: tuple[str, str, str, str]) -> dict:
@@ -76,6 +90,8 @@ def normalized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     moved = work / "moved_flair.nii.gz"
     nib.save(nib.Nifti1Image(np.asanyarray(img.dataobj), _motion(nod, turn, shift) @ img.affine), moved)
     tasks.append(("moved_flair", str(moved), "FLAIR", str(work / "moved_flair")))
+    tasks.append(("iso_1p6", str(_resampled(HEADS / f"{ISOTROPIC[0]}.nii.gz", ISOTROPIC[1], work / "iso.nii.gz")),
+                  "T1w", str(work / "iso_1p6")))
     return dict(zip([t[0] for t in tasks], pmap(_normalize, tasks, workers=2), strict=True))
 
 
@@ -110,6 +126,19 @@ def test_targets_within_5_mm_of_the_independent_reference(normalized: dict, name
         assert np.linalg.norm(centre - truth) <= 2 * TOLERANCE_MM, (target, centre, truth)
         render = next(r for r in normalized[name]["renders"] if r.get("target") == target)
         assert Path(render["path"]).is_file() and render["plane"] == t["plane"]
+
+
+def test_an_isotropic_1_6_mm_head_gets_a_coronal_hippocampus_render_through_it(normalized: dict) -> None:
+    """1.6 mm isotropic (a long field of view): reformatted, so the hippocampus is shown coronal, not on the midline
+    sagittal slice, within 5 mm of the independent reference, and its slice cuts the hippocampus' region."""
+    made = normalized["iso_1p6"]
+    assert made["qc"]["planes_refused"] == [], made["qc"]["planes_refused"]
+    hip = next(t for t in made["qc"]["targets"] if t["target"] == "hippocampus")
+    assert hip["plane"] == "coronal" and "instead_of" not in hip and hip["target_fraction"] > 0, hip
+    ref = _reference()[ISOTROPIC[0]]["hippocampus"]
+    assert abs(hip["position_mm"] - ref["y"]) <= TOLERANCE_MM, (hip, ref)
+    render = next(r for r in made["renders"] if r.get("target") == "hippocampus")
+    assert render["plane"] == "coronal" and Path(render["path"]).is_file()
 
 
 def test_a_thick_slice_series_shows_the_hippocampus_in_its_own_plane(normalized: dict) -> None:

@@ -185,6 +185,10 @@ def test_carried_targets_follow_the_registration_onto_the_series_grid() -> None:
 
 def test_plane_qc_rules() -> None:
     assert refused_planes((1.0, 1.0, 1.2), 1.5) == {}
+    assert refused_planes((1.6, 1.6, 1.6), 1.5, 2.0) == {}  # isotropic 3D up to 2 mm: every plane
+    assert refused_planes((2.0, 2.0, 2.0), 1.5, 2.0) == {}
+    assert sorted(refused_planes((2.4, 2.4, 2.4), 1.5, 2.0)) == ["axial", "coronal"]
+    assert sorted(refused_planes((1.0, 1.0, 2.0), 1.5, 2.0)) == ["coronal", "sagittal"]  # not isotropic
     thick = refused_planes((4.8, 1.0, 1.0), 1.5)  # 2D sagittal: only its native plane
     assert sorted(thick) == ["axial", "coronal"] and "4.8 mm" in thick["axial"]
     assert sorted(refused_planes((0.9, 0.9, 5.0), 1.5)) == ["coronal", "sagittal"]
@@ -197,7 +201,8 @@ def test_plane_qc_rules() -> None:
 
 @pytest.mark.integration  # ANTs registration
 def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
-    """35 sagittal slices 4.8 mm apart: no axial or coronal reformat, no montage, reasons recorded."""
+    """35 sagittal slices 4.8 mm apart: no axial or coronal reformat, no montage, reasons recorded; the hippocampus,
+    shown in the sagittal plane instead, through one hippocampal body (18-38 mm from the midline), not the midline."""
     from curation.imaging.normalize import process_series
     from curation.imaging.steps.base import SeriesTask
 
@@ -220,6 +225,11 @@ def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
     assert [st.name for st in res.value.steps] == ["to_canonical_ras", "fit_anatomy", "resample", "locate_targets",
                                                      "percentile_rescale", "render"]
     assert all(not Path(out, n).exists() for n in ("montage_axial.png",))
+    hip = next(t for t in res.value.qc["targets"] if t["target"] == "hippocampus")
+    assert hip["plane"] == "sagittal" and hip["instead_of"]["plane"] == "coronal", hip
+    assert 18.0 <= abs(hip["position_mm"]) <= 38.0, hip  # the phantom's midline is x = 0
+    truth = _world(phantom.ground_truth()["hippocampus"], phantom.AFFINE)
+    assert (np.abs(truth[:, 0] - hip["position_mm"]) <= 2.4).sum() > 0 and hip["target_fraction"] > 0, hip
 
 
 @pytest.mark.integration  # ANTs registration
@@ -244,8 +254,8 @@ def test_no_brain_no_anatomy_renders(tmp_path: Path) -> None:
 @pytest.mark.integration  # ANTs registration
 @pytest.mark.skipif(not MPRAGE.is_dir(), reason="../shared/fixtures/dicom-real absent")
 def test_real_siemens_mprage(tmp_path: Path) -> None:
-    """The dcm_qa XA30 'T1w MPRAGE' (2 mm isotropic, sagittal): 2 mm between samples everywhere, so only its
-    native sagittal plane is rendered; and it is a uniform QA bottle, not a head, so no anatomy target is claimed."""
+    """The dcm_qa XA30 'T1w MPRAGE' (2 mm isotropic, sagittal): an isotropic 3D series up to 2 mm is reformatted,
+    so all three planes are rendered; and it is a uniform QA bottle, not a head, so no anatomy target is claimed."""
     from curation.imaging.normalize import process_series
     from curation.imaging.steps.base import SeriesTask
 
@@ -253,9 +263,10 @@ def test_real_siemens_mprage(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = process_series(SeriesTask("dicom", files, NormalizeParams(deface=False), str(out), str(out), "T1w"))
     assert res.ok, res
-    assert res.value.qc["planes_refused"] == ["axial", "coronal"]
-    assert {r["plane"] for r in res.value.renders} == {"sagittal"}
+    assert res.value.qc["planes_refused"] == []
+    assert {r["plane"] for r in res.value.renders} >= {"axial", "coronal", "sagittal"}
     assert res.value.qc["anatomy"]["fit"] == "refused"
+    assert not [r for r in res.value.renders if r.get("role") == "target"]
 
 
 # a periventricular lesion (its edge at the right lateral ventricle's wall), and one in the deep white matter of the

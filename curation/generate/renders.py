@@ -14,10 +14,11 @@ def registered_to(series: Series, reference: Series) -> bool:
 
 
 def target_render(series: Series, target: str) -> Render | None:
-    """The render the normalize stage placed on ``target`` (montage counts as the whole brain)."""
+    """The render the normalize stage placed on ``target`` (montage counts as the whole brain); None where its slice
+    misses the target (a recorded target fraction of 0: an item on it would ask about what it does not show)."""
     for r in series.renders:
         if r.role == "target" and r.target == target:
-            return r
+            return None if _fraction(series, target, r) == 0 else r
     if target == "brain":
         return next((r for r in series.renders if r.role == "montage"), None)
     return None

@@ -3,7 +3,8 @@
 ``locate`` fits the template to a normalized series (``templatefit.fit_template``), maps the landmarks of
 ``landmarks.yaml`` into the series' voxel grid, and finds the lesion against the series' own grey and white matter.
 ``refused_planes`` is the acquisition QC: a plane is not reformatted from a series sampled coarser than
-``max_reformat_spacing_mm`` along one of the plane's axes, except the plane it was acquired in.
+``max_reformat_spacing_mm`` along one of the plane's axes, except the plane it was acquired in, and except an
+isotropic 3D series sampled up to ``max_isotropic_reformat_mm``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from curation.params import NormalizeParams
 PLANE_NORMAL = {"sagittal": 0, "coronal": 1, "axial": 2}
 AXIS_NAME = "xyz"
 MIN_SCALE, MAX_SCALE = 0.7, 1.4  # an adult head is within these of the MNI152 template along every axis
+FLUID_LIKE = ("T1w", "T2w")  # lesions there look like CSF: only deep white matter, away from fluid (find_lesion)
+ISOTROPIC_RATIO = 1.1  # a series whose coarsest sampling is within this of its finest is isotropic
 LESION_GRID_MM = 2.0  # lesions are searched on a 2 mm copy of the 1 mm volume (cheap; a 40 mm3 lesion is 5 voxels)
 
 
@@ -31,10 +34,12 @@ def sampling_mm(affine: np.ndarray) -> tuple[float, float, float]:
     return out[0], out[1], out[2]
 
 
-def refused_planes(sampling: tuple[float, float, float], max_mm: float) -> dict[str, str]:
-    """Planes (axial, coronal, sagittal) the acquisition cannot show, each with its one-line reason."""
+def refused_planes(sampling: tuple[float, float, float], max_mm: float,
+                   isotropic_mm: float = 0.0) -> dict[str, str]:
+    """Planes (axial, coronal, sagittal) the acquisition cannot show, each with its one-line reason. An isotropic
+    series up to ``isotropic_mm`` shows all three: a reformat is as sharp as the native plane."""
     coarse = [k for k in range(3) if sampling[k] > max_mm + 1e-6]
-    if not coarse:
+    if not coarse or (max(sampling) <= isotropic_mm + 1e-6 and max(sampling) <= ISOTROPIC_RATIO * min(sampling)):
         return {}
     native = int(np.argmax(sampling))  # the slice axis of a thick-slice acquisition
     out = {}
@@ -183,7 +188,8 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
         return round(float((np.take(mask, k, axis=axis) >= 0.5).sum()) / b, 4) if b else None
 
     scale = np.linalg.svd(fit.matrix[:3, :3])[1]
-    check = _anatomy_check(small, gm, wm, vent, float(np.linalg.norm(small_aff[:3, 0])))
+    tissue = _anatomy_check(small, gm, wm, vent, float(np.linalg.norm(small_aff[:3, 0])))
+    check = tissue
     if check is None and not (MIN_SCALE <= scale.min() and scale.max() <= MAX_SCALE):
         check = (f"the template fit is implausible (scaled {scale.min():.2f}..{scale.max():.2f}, outside "
                  f"{MIN_SCALE}..{MAX_SCALE})")
@@ -192,26 +198,35 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
     if check is not None:
         out["anatomy"]["fit_reason"] = check
         out["anatomy"]["not_located"] = {t: check for t in sorted(wanted)}
-        return out
+        if tissue is not None or "lesion" not in wanted:
+            return out
+        # the landmarks cannot be trusted, but the series' own tissues lie where the fit puts them (the check above):
+        # the lesion, found against those tissues, still can (a glioma's mass effect strains the fit's scale)
+        del out["anatomy"]["not_located"]["lesion"]
+        wanted = {"lesion"}
     targets = anatomy.landmarks().targets
     for name in ("hippocampus", "lateral_ventricles"):
         if name not in wanted:
             continue
         t = targets[name]  # type: ignore[index]
-        point = fit.to_series(np.array(list(t.landmarks.values()))).mean(axis=0)
         plane = shown_plane(t.plane, refused)
         if plane is None:
             out["anatomy"]["not_located"][name] = f"no plane of this acquisition can show it ({refused[t.plane]})"
             continue
         axis = PLANE_NORMAL[plane]
+        point = _through_one_side(fit.to_series(np.array(list(t.landmarks.values()))), axis,
+                                  lambda q, a=axis, n=name: fraction(region_on_series[n], a, q) or 0.0)
         idx = slice_index(affine, shape, axis, point)
         if idx is None:
             out["anatomy"]["not_located"][name] = "the landmark lies outside the volume's field of view"
             continue
+        shown = fraction(region_on_series[name], axis, point)
+        if shown == 0:  # the slice misses the target's region: a render of it would not show it
+            out["anatomy"]["not_located"][name] = f"the {plane} slice through it does not cut its region"
+            continue
         placed = {"target": name, "plane": plane, "slice_index": idx,
                   "position_mm": slice_position(affine, shape, axis, idx, point),
-                  "located_by": "atlas_registration",
-                  "target_fraction": fraction(region_on_series[name], axis, point),
+                  "located_by": "atlas_registration", "target_fraction": shown,
                   "centre_mm": [round(float(v), 2) for v in point]}
         if plane != t.plane:
             placed["instead_of"] = {"plane": t.plane, "reason": refused[t.plane]}
@@ -231,11 +246,13 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
         polarity = p.lesion_polarity.get(sequence or "")
         if polarity is None:
             out["anatomy"]["not_located"]["lesion"] = f"no lesion contrast configured for sequence {sequence}"
+        elif sequence not in FLUID_LIKE:
+            _place_lesions(out, small, small_aff, gm, wm, brain, vent, polarity, p, affine, shape, fraction)
         else:
             voxel_mm3 = float(abs(np.linalg.det(small_aff[:3, :3])))
             found = lesions.find_lesion(small, gm, wm, polarity, z=p.lesion_z,
                                         min_voxels=max(2, int(np.ceil(p.lesion_min_mm3 / voxel_mm3))),
-                                        exclude=vent > 0.2, deep_white_only=sequence in ("T1w", "T2w"))
+                                        exclude=vent > 0.2, deep_white_only=True)
             if found is None:
                 out["anatomy"]["not_located"]["lesion"] = "no cluster of outlying voxels reaches the minimum size"
             else:
@@ -249,6 +266,52 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
                                            "target_fraction": fraction(found.mask.astype(np.float32), 2, centre[:3]),
                                            "centre_mm": [round(float(v), 2) for v in centre[:3]]})
     return out
+
+
+def _through_one_side(points: np.ndarray, axis: int, shown: Any) -> np.ndarray:
+    """Where a bilateral target's slice passes: the mean of its landmarks, except in a plane whose normal separates
+    them (a sagittal fallback), where the mean is the midline, between the two structures and through neither; there,
+    the one landmark whose slice shows more of its region (``shown``: point -> target fraction)."""
+    mean = points.mean(axis=0)
+    if len(points) < 2 or np.ptp(points[:, axis]) < 10.0:
+        return mean
+    return max(points, key=lambda q: shown(q))
+
+
+def _place_lesions(out: dict[str, Any], small: np.ndarray, small_aff: np.ndarray, gm: np.ndarray, wm: np.ndarray,
+                   brain: np.ndarray, vent: np.ndarray, polarity: str, p: NormalizeParams, affine: np.ndarray,
+                   shape: tuple[int, ...], fraction: Any) -> None:
+    """The lesion target of a sequence where lesions are unlike any normal tissue (lesions.find_lesions): the axial
+    slice showing the most lesion, with the count, largest and smallest lesion; none where the finder cannot decide."""
+    from curation.imaging import lesions
+
+    voxel_mm3 = float(abs(np.linalg.det(small_aff[:3, :3])))
+    found = lesions.find_lesions(small, gm, wm, brain, polarity, seed_z=p.lesion_seed_z, grow_z=p.lesion_grow_z,
+                                 grey_seed_z=p.lesion_grey_seed_z, grey_grow_z=p.lesion_grey_grow_z,
+                                 min_voxels=max(2, int(np.ceil(p.lesion_min_mm3 / voxel_mm3))),
+                                 small_voxels=max(2, int(np.ceil(p.lesion_small_mm3 / voxel_mm3))),
+                                 ventricles=vent)
+    if found is None:
+        out["anatomy"]["not_located"]["lesion"] = "the grown clusters of outlying voxels do not reach the minimum size"
+        return
+    centre = (small_aff @ np.append(found.slice_centroid_vox, 1.0))[:3]
+    idx = slice_index(affine, shape, 2, centre)
+    if idx is None:
+        out["anatomy"]["not_located"]["lesion"] = "the lesion lies outside the volume's field of view"
+        return
+    largest = found.labels == 1
+    out["targets"].append({"target": "lesion", "plane": "axial", "slice_index": idx,
+                           "position_mm": slice_position(affine, shape, 2, idx, centre),
+                           "located_by": f"intensity_outlier:{polarity}",
+                           "volume_mm3": round(found.voxels[0] * voxel_mm3, 1),
+                           "count": len(found.voxels),
+                           "largest_mm3": round(found.voxels[0] * voxel_mm3, 1),
+                           "smallest_mm3": round(found.voxels[-1] * voxel_mm3, 1),
+                           "total_mm3": round(sum(found.voxels) * voxel_mm3, 1),
+                           "largest_centre_mm": [round(float(v), 2) for v in
+                                                 (small_aff @ np.append(np.argwhere(largest).mean(axis=0), 1.0))[:3]],
+                           "target_fraction": fraction((found.labels > 0).astype(np.float32), 2, centre),
+                           "centre_mm": [round(float(v), 2) for v in centre]})
 
 
 def _separation(a: np.ndarray, b: np.ndarray) -> float:

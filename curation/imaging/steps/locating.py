@@ -14,7 +14,7 @@ def locate_targets(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
 
     p = ctx.params
     ctx.sampling = sampling_mm(ctx.src_affine)
-    ctx.refused = refused_planes(ctx.sampling, p.max_reformat_spacing_mm)
+    ctx.refused = refused_planes(ctx.sampling, p.max_reformat_spacing_mm, p.max_isotropic_reformat_mm)
     if not p.key_slices:
         return img, None
     ctx.located = locate(voxel_data(img), img.affine, ctx.task.sequence, p, ctx.refused, fit=ctx.fit)

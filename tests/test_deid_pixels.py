@@ -151,3 +151,22 @@ def test_deidentify_stage_masks_figures_and_records_it(tmp_path: Path) -> None:
     written = Image.open(tmp_path / "deid" / "files" / "medpix-0001" / "f01-flair.png")
     assert written.size == (512, 512)  # masked at its original resolution
     assert [t for t in PHI_TOKENS if t in _read(written)] == []
+
+
+@pytest.mark.integration
+@needs_tesseract
+def test_deid_verify_reads_pixels(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from curation.deid.pixels import mask_image, text_tool
+    from curation.deid.verify import verify_dir
+
+    (tmp_path / "raw").mkdir()
+    src = pacs_capture(tmp_path / "raw" / "sc.png")
+    found = verify_dir(tmp_path / "raw", pixels=True)
+    assert {f.where for f in found} == {"pixels"} and any("(ID)" in f.kind for f in found)
+    assert verify_dir(tmp_path / "raw") == []  # pixels are read only when asked
+    out, _ = mask_image(Image.open(src).convert("RGB"), text_tool(TextDeidParams(), SECRET))
+    (tmp_path / "out").mkdir()
+    out.save(tmp_path / "out" / "sc.png")
+    assert verify_dir(tmp_path / "out", pixels=True) == []

@@ -185,9 +185,8 @@ def lines_of(words: Iterable[Word]) -> list[Line]:
             lx0, ly0, lx1, ly1 = line.box
             overlap = min(ly1, w.box[3]) - max(ly0, w.box[1])
             h = max(1, min(ly1 - ly0, w.height))
-            last = line.words[-1]
-            gap = w.box[0] - last.box[2]
-            if overlap >= 0.5 * h and gap <= 3 * max(last.height, w.height, 4):
+            gap = w.box[0] - lx1  # from the line's right end (a row read twice holds words that overlap)
+            if overlap >= 0.5 * h and gap <= 3 * max(ly1 - ly0, w.height, 4):
                 line.words.append(w)
                 break
         else:
@@ -202,11 +201,13 @@ def identifying(lines: Sequence[Line], text: Any | None, known: Sequence[str] = 
     id) takes them in."""
     pats, display, labels = _compiled()
     ocr = pixel_policy()["ocr"]
-    min_word, min_conf = ocr["word_min_confidence"], ocr["min_confidence"]
+    min_word, min_conf, small = ocr["word_min_confidence"], ocr["min_confidence"], ocr["small_text_px"]
     found: dict[int, tuple[Word, str]] = {}
     texts: list[tuple[str, list[tuple[int, int]], list[Word]]] = []
     for line in lines:
-        words = [w for w in line.words if w.conf >= min_word]
+        # small text (a footer, an overlay) is matched however badly it was read: an id read as "T90b0dec-bst3-..."
+        # at confidence 0 is still an id; larger "words" read with low confidence are texture
+        words = [w for w in line.words if w.conf >= min_word or w.height <= small]
         if not words:
             texts.append(("", [], []))
             continue
@@ -235,8 +236,7 @@ def identifying(lines: Sequence[Line], text: Any | None, known: Sequence[str] = 
 
 
 def unread_lines(lines: Sequence[Line], masked: Iterable[Word]) -> list[Line]:
-    """Small lines of several words that OCR could not read with confidence and that nothing masked: text a reviewer
-    must look at."""
+    """Small lines of several words that OCR could not read with confidence and that nothing masked."""
     ocr = pixel_policy()["ocr"]
     gone = {id(w) for w in masked}
     out = []
@@ -310,6 +310,19 @@ def mask_image(img: Any, text: Any | None, known: Sequence[str] = (),
     lines1, lines2 = lines_of(first), lines_of(second)
     hits = identifying(lines1, text, known) + identifying(lines2, text, known)
     hits += overlay_blocks(lines2, hits)
+    # small text nobody could read: along the top or bottom edge it is a header or footer (a caption, a contributor,
+    # a date), masked as unread; inside the image it may be a label on the anatomy, and a reviewer decides
+    ocr = pixel_policy()["ocr"]
+    _, _, labels = _compiled()
+    edge = ocr["edge_fraction"] * img.height
+    interior_unread = False
+    for line in unread_lines(lines2, [w for w, _ in hits]):
+        x0, y0, x1, y1 = line.box
+        if y1 <= edge or y0 >= img.height - edge:
+            hits += [(w, "UNREAD") for w in line.words
+                     if not (w.text.strip(".,:;") in labels and w.conf >= ocr["min_confidence"])]
+        else:
+            interior_unread = True
     out = img.copy()
     draw = ImageDraw.Draw(out)
     boxes: list[dict[str, Any]] = []
@@ -321,7 +334,7 @@ def mask_image(img: Any, text: Any | None, known: Sequence[str] = (),
             boxes.append({"box": [x0, y0, x1, y1], "tag": tag})
     fraction = _area(boxes) / float(img.width * img.height)
     review = []
-    if unread_lines(lines2, [w for w, _ in hits]):
+    if interior_unread:
         review.append("text_not_read_with_confidence")
     if fraction > params.max_masked_fraction:
         review.append("masked_fraction_over_limit")

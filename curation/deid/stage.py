@@ -290,7 +290,7 @@ def _figures(job: _Job) -> None:
             job.report.counts["pixel_masks"] += len(pix.masked)
             if pix.review:
                 job.report.counts["figures_held_for_pixel_review"] += 1
-                job.report.skip(input_rel(task.src, job.src), "review:pixel_text", ", ".join(pix.review))
+                job.report.skip(input_rel(task.src, job.src), "pixel_text_review", ", ".join(pix.review))
         job.audit.append({"case_id": case.case_id, "file": fig.path, "actions": actions})
     job.figures.clear()
 

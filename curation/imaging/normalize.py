@@ -108,7 +108,7 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
             for fig in case.figures:
                 if fig.path and fig.qc.get("pixel_text", {}).get("review"):
                     # burned-in text deidentify could not read with confidence: no render, so no item shows it
-                    # until a reviewer has looked (deidentify's quarantine lists it as review:pixel_text)
+                    # until a reviewer has looked (deidentify's quarantine lists it as skipped:pixel_text_review)
                     report.counts["figures_held_for_pixel_review"] += 1
                     continue
                 if fig.path:

@@ -13,12 +13,16 @@ What is recorded is boxes and tags, never the text read.
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -27,6 +31,7 @@ from curation.params import PixelDeidParams, TextDeidParams
 from curation.report import Outcome
 
 TOOL = "tesseract"
+CACHE_VERSION = "1"  # the reading code's version: bump it when read_image reads differently
 
 
 @lru_cache(maxsize=1)
@@ -127,7 +132,67 @@ def ocr_words(img: Any, scale: int = 1, offset: tuple[int, int] = (0, 0), psm: i
 
 def read_image(img: Any) -> tuple[list[Word], list[Word]]:
     """The words of the whole image at 1x, and those of its text rows (runs of rows on a flat background, where
-    overlays and footers lie) read again upscaled: a 6 px footer is noise to Tesseract at 1x."""
+    overlays and footers lie) read again upscaled: a 6 px footer is noise to Tesseract at 1x. Read once per pixels,
+    policy and Tesseract version (``ocr_cache``): a rerun of the stage, or verify after it, reads them back."""
+    key = _cache_key(img)
+    cached = _cache_get(key)
+    if cached is not None:
+        return cached
+    words = _read_image(img)
+    _cache_put(key, words)
+    return words
+
+
+def ocr_cache() -> Path | None:
+    """The OCR store: ``CURATION_OCR_CACHE`` (a folder; ``off`` turns it off), else
+    ``$XDG_CACHE_HOME/medbench-curation/ocr``. Entries are the words read (text, confidence, box) of one image, a few
+    kB each; nothing in them leaves the machine."""
+    where = os.environ.get("CURATION_OCR_CACHE", "").strip()
+    if where.lower() == "off":
+        return None
+    if where:
+        return Path(where).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "medbench-curation" / "ocr"
+
+
+def _cache_key(img: Any) -> str:
+    h = hashlib.sha256()
+    h.update(f"{img.mode}:{img.width}x{img.height}:{tesseract_version()}:".encode())
+    h.update(resources.files("curation.deid").joinpath("pixel_text.yaml").read_bytes())
+    h.update(CACHE_VERSION.encode())
+    h.update(img.tobytes())
+    return h.hexdigest()
+
+
+def _cache_get(key: str) -> tuple[list[Word], list[Word]] | None:
+    root = ocr_cache()
+    path = root / key[:2] / f"{key}.json" if root else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        first, second = ([Word(t, c, (b[0], b[1], b[2], b[3])) for t, c, b in part] for part in doc)
+        return first, second
+    except (OSError, ValueError, TypeError, IndexError):
+        return None  # a damaged entry is read again
+
+
+def _cache_put(key: str, words: tuple[list[Word], list[Word]]) -> None:
+    root = ocr_cache()
+    if root is None:
+        return
+    try:
+        from curation.records import atomic_open
+
+        path = root / key[:2] / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_open(path, "w", durable=False) as fh:
+            fh.write(json.dumps([[[w.text, w.conf, list(w.box)] for w in part] for part in words]))
+    except OSError:
+        pass  # a store that cannot be written costs time, never the result
+
+
+def _read_image(img: Any) -> tuple[list[Word], list[Word]]:
     pol = pixel_policy()["ocr"]
     first = ocr_words(img)
     second: list[Word] = []

@@ -170,3 +170,31 @@ def test_deid_verify_reads_pixels(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     out.save(tmp_path / "out" / "sc.png")
     assert verify_dir(tmp_path / "out", pixels=True) == []
+
+
+def test_normalize_renders_no_figure_held_for_pixel_review(tmp_path: Path) -> None:
+    """A figure deidentify could not read with confidence is not rendered, so no item shows it; the masking record
+    of the others survives normalize."""
+    import numpy as np
+    from PIL import Image
+
+    from curation.imaging.normalize import run as normalize
+    from curation.jsonio import read_jsonl, write_jsonl
+    from curation.params import NormalizeParams
+    from curation.schema import Case, Figure, SourceName
+
+    deid = tmp_path / "deid"
+    (deid / "files").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in ("a.png", "b.png"):
+        Image.fromarray(rng.integers(0, 255, (96, 96), dtype=np.uint8)).save(deid / "files" / name)
+    masked = {"masked": [{"box": [0, 90, 40, 96], "tag": "DATE"}], "review": []}
+    held = {"masked": [], "review": ["text_not_read_with_confidence"]}
+    case = Case(case_id="medpix-0001", source=SourceName.medpix, license="l", figures=[
+        Figure(figure_id="f01", path=str(deid / "files" / "a.png"), qc={"pixel_text": masked}),
+        Figure(figure_id="f02", path=str(deid / "files" / "b.png"), qc={"pixel_text": held})])
+    write_jsonl(deid / "cases.jsonl", [case])
+    report = normalize(NormalizeParams(), deid, tmp_path / "norm")
+    (out,) = read_jsonl(tmp_path / "norm" / "cases.jsonl", Case)
+    assert out.figures[0].renders and out.figures[0].qc["pixel_text"] == masked and "pass" in out.figures[0].qc
+    assert out.figures[1].renders == [] and report.counts["figures_held_for_pixel_review"] == 1

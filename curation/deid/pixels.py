@@ -388,12 +388,23 @@ def mask_image(img: Any, text: Any | None, known: Sequence[str] = (),
                      if not (w.text.strip(".,:;") in labels and w.conf >= ocr["min_confidence"])]
         else:
             interior_unread = True
+    # a line of clinical labels read with confidence (W/L, a sequence) keeps its pixels: a footer's mask just below
+    # it stops at its edge instead of clipping it
+    hit_ids = {id(w) for w, _ in hits}
+    kept = [ln.box for ln in lines1 + lines2 if clinical_line(ln) and not any(id(w) in hit_ids for w in ln.words)
+            and max(w.conf for w in ln.words) >= ocr["min_confidence"]]
     out = img.copy()
     draw = ImageDraw.Draw(out)
     boxes: list[dict[str, Any]] = []
     for w, tag in sorted(hits, key=lambda h: h[0].box):
         x0, y0, x1, y1 = (max(0, w.box[0] - pad), max(0, w.box[1] - pad), min(img.width, w.box[2] + pad),
                           min(img.height, w.box[3] + pad))
+        for kx0, ky0, kx1, ky1 in kept:
+            if x0 < kx1 and kx0 < x1 and y0 < ky1 and ky0 < y1:
+                if (y0 + y1) / 2 >= ky1 - 1:
+                    y0 = max(y0, ky1)
+                elif (y0 + y1) / 2 <= ky0 + 1:
+                    y1 = min(y1, ky0)
         if x1 > x0 and y1 > y0:
             draw.rectangle((x0, y0, x1 - 1, y1 - 1), fill=0)
             boxes.append({"box": [x0, y0, x1, y1], "tag": tag})

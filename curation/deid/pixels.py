@@ -31,7 +31,7 @@ from curation.params import PixelDeidParams, TextDeidParams
 from curation.report import Outcome
 
 TOOL = "tesseract"
-CACHE_VERSION = "1"  # the reading code's version: bump it when read_image reads differently
+CACHE_VERSION = "2"  # the reading code's version: bump it when read_image reads differently
 
 
 @lru_cache(maxsize=1)
@@ -212,15 +212,16 @@ def _overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> floa
 
 
 def text_rows(img: Any) -> list[tuple[int, int, int, int]]:
-    """Boxes of short runs of rows that hold marks on an otherwise flat background, in the whole width and in its
-    left and right thirds (a corner overlay shares its rows with the anatomy in the middle)."""
+    """Boxes of short runs of rows that hold marks on an otherwise flat background, in the whole width and in each
+    third (a corner overlay shares its rows with the anatomy in the middle; a footer's middle, with the anatomy at
+    its ends)."""
     import numpy as np
 
     pol = pixel_policy()["ocr"]
     a = np.asarray(img.convert("L"), dtype=np.int16)
     h, w = a.shape
     out: list[tuple[int, int, int, int]] = []
-    for x0, x1 in ((0, w), (0, w // 3), (w - w // 3, w)):
+    for x0, x1 in ((0, w), (0, w // 3), (w // 3, w - w // 3), (w - w // 3, w)):
         part = a[:, x0:x1]
         if part.size == 0:
             continue

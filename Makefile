@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export HF_DATASETS_DISABLE_PROGRESS_BARS := 1
 
-.PHONY: setup review-tools harness-tools check-lmms-eval chromium postgresql demo test test-fast bench docs lint clean-demo
+.PHONY: setup review-tools harness-tools check-lmms-eval chromium postgresql tesseract demo test test-fast bench docs lint clean-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -73,15 +73,21 @@ postgresql:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
+# Tesseract (Debian package) reads burned-in text in figures: the deidentify stage masks what identifies.
+tesseract:
+	@command -v tesseract >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq tesseract-ocr >/dev/null; }
+
 review-tools: $(LS_VENV)/.installed chromium postgresql ## install the Label Studio server, Chromium and PostgreSQL
 
-demo: setup ## generate the demo corpus, run the pipeline, show the release
+demo: setup tesseract ## generate the demo corpus, run the pipeline, show the release
 	curate demo-data data/raw
 	dvc repro
 	curate release verify
 	curate release show
 
-test: setup review-tools harness-tools ## all three layers, unit + integration + e2e (starts Label Studio, a local LLM endpoint, ...)
+test: setup tesseract review-tools harness-tools ## all three layers, unit + integration + e2e (starts Label Studio, a local LLM endpoint, ...)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 test-fast: setup ## the unit layer: in one process, no subprocess, socket, git or registration (about 35 s on 2 idle cores)

@@ -51,11 +51,21 @@ class TextDeidParams(Section):
     propagate: bool = True     # an identifier found once is masked everywhere in the case's texts
 
 
+class PixelDeidParams(Section):
+    """Burned-in text in figures: read by OCR at the original resolution, identifying words masked
+    (curation/deid/pixel_text.yaml)."""
+
+    ocr: bool = True
+    # a figure that would lose more than this fraction of its pixels to masks is held for review instead
+    max_masked_fraction: float = Field(0.2, gt=0, le=1)
+
+
 class DeidentifyParams(Section):
     max_failure_rate: float = Field(0.2, ge=0, le=1)
     bounds: Bounds = Field(default_factory=Bounds)
     dicom: DicomDeidParams = Field(default_factory=DicomDeidParams)
     text: TextDeidParams = Field(default_factory=TextDeidParams)
+    pixels: PixelDeidParams = Field(default_factory=PixelDeidParams)
 
 
 class NormalizeParams(Section):

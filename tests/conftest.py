@@ -22,11 +22,17 @@ os.environ.setdefault("CURATION_SECRET", "test-secret-not-for-production")
 _FIT_CACHE = None if "CURATION_FIT_CACHE" in os.environ else tempfile.mkdtemp(prefix="medbench-fit-cache-")
 if _FIT_CACHE:
     os.environ["CURATION_FIT_CACHE"] = _FIT_CACHE
+# One OCR store for the session, likewise: the demo's figures are read by Tesseract once, not in every pipeline run
+_OCR_CACHE = None if "CURATION_OCR_CACHE" in os.environ else tempfile.mkdtemp(prefix="medbench-ocr-cache-")
+if _OCR_CACHE:
+    os.environ["CURATION_OCR_CACHE"] = _OCR_CACHE
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _FIT_CACHE and not hasattr(session.config, "workerinput"):  # the xdist controller, or a plain run
         shutil.rmtree(_FIT_CACHE, ignore_errors=True)
+    if _OCR_CACHE and not hasattr(session.config, "workerinput"):
+        shutil.rmtree(_OCR_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -20,10 +20,14 @@ from PIL import Image
 
 from curation.ingest import run as ingest
 from curation.jsonio import read_jsonl
-from curation.params import DeidentifyParams, IngestParams, NormalizeParams
+from curation.params import DeidentifyParams, IngestParams, NormalizeParams, PixelDeidParams
 from curation.schema import Case
 
 from .conftest import SHARED
+
+# OCR of figures runs Tesseract, a process: these unit tests are about paths and bounds, not pixels
+# (tests/test_deid_pixels.py reads pixels)
+NO_OCR = DeidentifyParams(max_failure_rate=1.0, pixels=PixelDeidParams(ocr=False))
 
 SECRET = b"SECRET-OUTSIDE-THE-RAW-FOLDER"
 
@@ -105,7 +109,7 @@ def test_jats_fig_id_traversal_stays_inside_every_stage(tmp_path: Path, monkeypa
     assert all("/" not in i and not i.startswith(".") and ".." != i for i in ids), ids
     assert all(f.path and Path(f.path).resolve().is_relative_to(tmp_path / "ingest" / "case-reports")
                for f in cases[0].figures)
-    deid(DeidentifyParams(max_failure_rate=1.0), tmp_path / "ingest", tmp_path / "deid")
+    deid(NO_OCR, tmp_path / "ingest", tmp_path / "deid")
     normalize(NormalizeParams(max_failure_rate=1.0), tmp_path / "deid", tmp_path / "normalize")
     _assert_only_under(before, tmp_path, [tmp_path / "ingest", tmp_path / "deid", tmp_path / "normalize",
                                           tmp_path / ".curation"])
@@ -281,7 +285,7 @@ def test_decompression_bomb_figures_are_quarantined_in_deid(tmp_path: Path, monk
     (raw / "a.xml").write_text(_jats("PMC4", [("f1", "good.png"), ("f2", "bomb.png"), ("f3", "bomb.jpg")]))
     _ingest("case-reports", raw, tmp_path / "ingest" / "case-reports")
     before = _tree(tmp_path)
-    rep = deid(DeidentifyParams(max_failure_rate=1.0), tmp_path / "ingest", tmp_path / "deid").as_dict()
+    rep = deid(NO_OCR, tmp_path / "ingest", tmp_path / "deid").as_dict()
     _assert_only_under(before, tmp_path, [tmp_path / "deid"])
     q = _quarantine(tmp_path / "deid")
     case_id = next(read_jsonl(tmp_path / "ingest" / "case-reports" / "cases.jsonl", Case)).case_id

@@ -109,6 +109,10 @@ def deid_verify(
     against: Annotated[Path | None, typer.Option(
         help="Folder of the inputs: compare each DICOM output with its input (dates, UIDs, names, ids that "
              "survived unchanged; identity strings of the input anywhere in the output).")] = None,
+    pixels: Annotated[bool, typer.Option(
+        "--pixels/--no-pixels",
+        help="Read every PNG/JPEG by OCR (Tesseract, original resolution) and report identifying text left in "
+             "its pixels (about 3 s an image).")] = True,
 ) -> None:
     """Scan outputs for residual identifiers; exits non-zero listing each finding."""
     from curation.deid.compare import verify_against
@@ -130,7 +134,7 @@ def deid_verify(
             raise typer.Exit(6)
         typer.echo(f"{directory}: nothing of {against} survived ({result.checked} input values checked)")
         return
-    findings = verify_dir(directory)
+    findings = verify_dir(directory, pixels=pixels)
     for f in findings:
         typer.echo(f.line())
     if findings:

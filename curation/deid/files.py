@@ -68,6 +68,15 @@ def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> Outcome[Cl
         return Outcome.failure("volume_deid_failed", f"{type(exc).__name__}: {exc}", src)
 
 
+def figure_pixels(src: str, max_pixels: int | None = None) -> Any:
+    """A figure's pixels at their original resolution, grey or RGB (alpha and palettes flattened); raises
+    ``ImageTooLarge`` or Pillow's decoding errors."""
+    with open_bounded(src, max_pixels) as im:
+        im.load()
+        mode = "L" if im.mode in ("L", "I;16", "I", "1") else "RGB"
+        return im.convert(mode)
+
+
 def clean_image(src: str, dst: str, max_pixels: int | None = None) -> Outcome[Cleaned]:
     """Re-encode a figure as PNG from its pixels only: EXIF, XMP and text chunks do not survive."""
     from PIL import UnidentifiedImageError
@@ -75,10 +84,7 @@ def clean_image(src: str, dst: str, max_pixels: int | None = None) -> Outcome[Cl
     from curation.records import write_bytes
 
     try:
-        with open_bounded(src, max_pixels) as im:
-            im.load()
-            mode = "L" if im.mode in ("L", "I;16", "I", "1", "P") and im.mode != "P" else "RGB"
-            pixels = im.convert(mode)
+        pixels = figure_pixels(src, max_pixels)
         buf = io.BytesIO()
         pixels.save(buf, format="PNG", optimize=False)
         write_bytes(dst, buf.getvalue())

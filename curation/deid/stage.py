@@ -14,7 +14,8 @@ from typing import Any
 from curation.deid.dicom import deidentify_file, uid_free_name
 from curation.deid.elements import date_offset_days
 from curation.deid.engine import Deidentified
-from curation.deid.files import clean_image, clean_sidecar, clean_volume
+from curation.deid.files import clean_sidecar, clean_volume
+from curation.deid.pixels import FigureTask, deid_figure
 from curation.deid.policy import edition_id, load_table
 from curation.deid.text import TextDeidentifier
 from curation.errors import InputError
@@ -177,7 +178,8 @@ def run(params: DeidentifyParams, src: Path, dst: Path, *, workers: int = 1, sch
                 report.counts["cases"] += 1
                 _clean_texts(case, text, date_offset_days(case.case_id, secret, params.dicom.max_date_shift_days),
                              known.get(case.case_id, []), report, job.audit)
-                out_cases.append(_case(job, case))
+                out_cases.append(_case(job, case, known.get(case.case_id, [])))
+        _figures(job)
         out_cases.sort(key=lambda c: c.case_id)
         report.inputs = sum(report.counts[k] for k in ("dicom_files_in", "volumes_in", "figures_in"))
         write_jsonl(staging / "cases.jsonl", out_cases)
@@ -202,6 +204,8 @@ class _Job:
     final: Path
     report: Report
     audit: list[dict[str, Any]] = field(default_factory=list)
+    # figures wait here until every case is read, then go through OCR together (one worker pool for all)
+    figures: list[tuple[Case, Any, FigureTask, Path]] = field(default_factory=list)
     workers: int = 1
     scheduler: str | None = None
 
@@ -217,14 +221,14 @@ class _Job:
         return relpath(self.final / rel)
 
 
-def _case(job: _Job, case: Case) -> Case:
+def _case(job: _Job, case: Case, known: list[str]) -> Case:
     case = case.model_copy(deep=True)
     if _series_ids_identify(case.source.value):
         for series in case.all_series():
             series.series_id = series_pseudonym(case.case_id, series.series_id, job.secret)
     for fig in case.figures:
         if fig.path:
-            _figure(job, case, fig)
+            _figure(job, case, fig, known)
     for visit in case.visits:
         kept = []
         for series in visit.series:
@@ -250,17 +254,46 @@ def _series_ids_identify(source: str) -> bool:
     return bool(load_spec(source).get("series_ids_identify"))
 
 
-def _figure(job: _Job, case: Case, fig: Any) -> None:
-    """A case-report figure re-encoded without its metadata, or marked missing when it cannot be."""
+def _figure(job: _Job, case: Case, fig: Any, known: list[str]) -> None:
+    """A figure queued for ``_figures``, or marked missing when it lies outside the input."""
     job.report.counts["figures_in"] += 1
-    out_rel = Path("files") / safe_name(case.case_id) / f"{safe_name(fig.figure_id)}.png"
-    res = (clean_image(fig.path, str(job.staging / out_rel), job.params.bounds.max_image_pixels)
-           if job.readable(fig.path) else OUTSIDE_INPUT)
-    if job.record(fig.path, res):
-        fig.path = job.written(out_rel)
-        job.audit.append({"case_id": case.case_id, "file": fig.path, "actions": {"metadata": "X"}})
-    else:
+    if not job.readable(fig.path):
+        job.record(fig.path, OUTSIDE_INPUT)
         fig.path, fig.missing = None, True
+        return
+    out_rel = Path("files") / safe_name(case.case_id) / f"{safe_name(fig.figure_id)}.png"
+    task = FigureTask(fig.path, str(job.staging / out_rel), job.params.bounds.max_image_pixels, job.params.pixels,
+                      job.params.text, job.secret, tuple(known))
+    job.figures.append((case, fig, task, out_rel))
+
+
+def _figures(job: _Job) -> None:
+    """Every queued figure re-encoded from its pixels only (EXIF, XMP and text chunks do not survive), its burned-in
+    identifying text masked at its original resolution (``deid.pixels``; here, before normalize downscales it, and
+    so before any render or release copy exists). The masking goes into the figure's qc (boxes and tags, never the
+    text); a figure whose text could not be read with confidence is flagged for review (``qc.pixel_text.review``)
+    and normalize does not render it."""
+    tasks = [t for _, _, t, _ in job.figures]
+    for (case, fig, task, out_rel), res in zip(job.figures, pmap(deid_figure, tasks, workers=job.workers,
+                                                                 scheduler=job.scheduler), strict=True):
+        if not job.record(task.src, res):
+            fig.path, fig.missing = None, True
+            continue
+        fig.path = job.written(out_rel)
+        actions: dict[str, Any] = {"metadata": "X"}
+        pix = res.value.pixels
+        if pix is not None:
+            fig.qc = {**fig.qc, "pixel_text": pix.qc()}
+            actions["pixels"] = {"masked": len(pix.masked), "tags": sorted({m["tag"] for m in pix.masked}),
+                                 "review": pix.review}
+            job.report.counts["figures_ocr_read"] += 1
+            job.report.counts["figures_pixels_masked"] += int(bool(pix.masked))
+            job.report.counts["pixel_masks"] += len(pix.masked)
+            if pix.review:
+                job.report.counts["figures_held_for_pixel_review"] += 1
+                job.report.skip(input_rel(task.src, job.src), "pixel_text_review", ", ".join(pix.review))
+        job.audit.append({"case_id": case.case_id, "file": fig.path, "actions": actions})
+    job.figures.clear()
 
 
 def _series(job: _Job, case: Case, series: Any) -> bool:

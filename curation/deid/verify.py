@@ -66,14 +66,21 @@ def scan_text(text: str) -> list[str]:
     return sorted({kind for kind, rx in _text_patterns() if rx.search(text)})
 
 
-def verify_dir(root: Path) -> list[Finding]:
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+def verify_dir(root: Path, pixels: bool = False) -> list[Finding]:
+    """``pixels``: also read every PNG/JPEG by OCR (``deid.pixels``) and report identifying text left in it; about
+    3 s an image, so the CLI asks for it and the release build does not."""
     root = Path(root)
     findings: list[Finding] = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
         name = path.name
         try:
-            if name.endswith(VOLUME_SUFFIXES):
+            if pixels and name.lower().endswith(IMAGE_SUFFIXES):
+                findings += _pixels(path, rel)
+            elif name.endswith(VOLUME_SUFFIXES):
                 findings += _volume(path, rel)
             elif name.endswith(".jsonl"):
                 findings += _jsonl(path, rel)
@@ -92,6 +99,19 @@ def verify_dir(root: Path) -> list[Finding]:
         except Exception as exc:  # an unreadable output is itself a finding, never a crash
             findings.append(Finding(rel, "file", f"unreadable ({type(exc).__name__})"))
     return findings
+
+
+def _pixels(path: Path, rel: str) -> list[Finding]:
+    """Identifying text OCR still reads in an image (Tesseract at the file's own resolution, its text rows upscaled)."""
+    from PIL import Image
+
+    from curation.deid.pixels import residual_text, text_tool
+    from curation.params import TextDeidParams
+
+    with Image.open(path) as im:
+        img = im.convert("RGB")
+    return [Finding(rel, "pixels", f"identifying text read in pixels ({kind})")
+            for kind in residual_text(img, text_tool(TextDeidParams(), b"verify"))]
 
 
 def _dicom(path: Path | IO[bytes], rel: str) -> list[Finding]:

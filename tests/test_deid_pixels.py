@@ -1,0 +1,200 @@
+"""Burned-in text (issue 51): a secondary capture with a PACS overlay, built from a real brain (the MNI152 template
+in nilearn's wheel) with text rendered onto it, loses its identifying overlay text and keeps its clinical labels;
+the masking is recorded as boxes and tags only. The pattern rules are tested without OCR.
+
+OCR runs Tesseract as a process: the OCR tests are integration tests, skipped where Tesseract is absent (the
+Makefile's ``tesseract`` target installs it for ``make test``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from curation.deid.pixels import Line, Word, identifying, lines_of, pixel_policy
+from curation.params import PixelDeidParams, TextDeidParams
+
+needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract is not installed")
+SECRET = b"test-secret-not-for-production"
+
+# what a PACS overlay says about the patient, the visit and the place; none of it may be read on the output
+OVERLAY_PHI = ["DOE^JANE", "MRN: 4478213", "DOB: 03/14/1961", "ST MARY'S HOSPITAL", "ACC 20070130123",
+               "2007-01-30 14:32:05"]
+PHI_TOKENS = ["DOE", "JANE", "4478213", "1961", "MARY", "HOSPITAL", "20070130123", "14:32"]
+
+
+def _line(*texts: str, conf: float = 95, y: int = 10, h: int = 10) -> Line:
+    words, x = [], 0
+    for t in texts:
+        words.append(Word(t, conf, (x, y, x + 8 * len(t), y + h)))
+        x += 8 * len(t) + 6
+    return Line(words)
+
+
+def _tags(line: Line) -> dict[str, str]:
+    return {w.text: tag for w, tag in identifying([line], None)}
+
+
+def test_policy_loads_with_a_closed_set_of_tags() -> None:
+    assert set(pixel_policy()["patterns"]) <= {"DATE", "TIME", "ID", "LABEL"}
+    assert {"R", "L", "W", "FLAIR"} <= set(pixel_policy()["clinical_labels"])
+
+
+def test_footer_label_takes_the_rest_of_its_line() -> None:
+    tags = _tags(_line("46bdf6a1-ca1b-4ad3-89d6-4023e9c59918,Uploader", ":", "Alice", "Boyd", "Smith"))
+    assert set(tags) == {"46bdf6a1-ca1b-4ad3-89d6-4023e9c59918,Uploader", ":", "Alice", "Boyd", "Smith"}
+
+
+def test_dates_times_and_long_ids_are_identifying() -> None:
+    assert _tags(_line("Smith,03-25-2008"))["Smith,03-25-2008"] == "DATE"
+    assert _tags(_line("14:32:05"))["14:32:05"] == "TIME"
+    assert _tags(_line("4478213"))["4478213"] == "ID"
+    assert _tags(_line("MR4478"))["MR4478"] == "ID"
+
+
+def test_window_level_and_sequence_labels_stay() -> None:
+    assert _tags(_line("W", "1438", ":", "L", "719")) == {}
+    assert _tags(_line("W", "40000", ":", "L", "35000")) == {}  # a CT bone window's width is no id
+    assert _tags(_line("AX", "T2", "FLAIR")) == {}
+    assert _tags(_line("R")) == {} and _tags(_line("L")) == {}
+
+
+def test_lines_group_words_by_row() -> None:
+    words = [Word("W", 90, (0, 100, 10, 112)), Word("1438", 90, (14, 100, 50, 112)), Word("R", 90, (0, 10, 10, 22))]
+    assert sorted(len(line.words) for line in lines_of(words)) == [1, 2]
+
+
+# ------------------------------------------------------------------ OCR (Tesseract)
+def pacs_capture(path: Path) -> Path:
+    """A 512 px axial slice of a real brain (MNI152 2009a T1) with a PACS overlay: patient, ids, date and time,
+    institution in the corners; R/L markers, window/level and the sequence name as a viewer burns them in."""
+    import numpy as np
+    from nilearn.datasets import load_mni152_template
+    from PIL import Image, ImageDraw, ImageFont
+
+    vol = np.asarray(load_mni152_template(resolution=1).get_fdata())
+    sl = np.rot90(vol[:, :, vol.shape[2] // 2 + 10])
+    sl = (255 * (sl - sl.min()) / (np.ptp(sl) or 1)).astype(np.uint8)
+    img = Image.fromarray(sl).resize((440, 512), Image.Resampling.BILINEAR)
+    canvas = Image.new("L", (512, 512), 0)
+    canvas.paste(img, (36, 0))
+    draw = ImageDraw.Draw(canvas)
+    font = ImageFont.load_default(size=14)
+    draw.multiline_text((6, 6), "\n".join(OVERLAY_PHI[:3]), fill=255, font=font, spacing=4)
+    draw.multiline_text((330, 6), "\n".join(OVERLAY_PHI[3:5]), fill=255, font=font, spacing=4, align="right")
+    draw.text((6, 470), OVERLAY_PHI[5], fill=255, font=font)
+    draw.text((6, 490), "W 1438 : L 719", fill=255, font=font)
+    draw.text((400, 490), "AX T2 FLAIR", fill=255, font=font)
+    big = ImageFont.load_default(size=22)
+    draw.text((8, 240), "R", fill=255, font=big)
+    draw.text((490, 240), "L", fill=255, font=big)
+    canvas.convert("RGB").save(path)
+    return path
+
+
+def _read(img: object) -> str:
+    import pytesseract
+
+    return str(pytesseract.image_to_string(img, config="--psm 11"))
+
+
+@pytest.mark.integration
+@needs_tesseract
+def test_pacs_overlay_on_a_secondary_capture_is_masked(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from curation.deid.pixels import mask_image, residual_text, text_tool
+
+    src = Image.open(pacs_capture(tmp_path / "sc.png")).convert("RGB")
+    before = _read(src)
+    assert any(t in before for t in PHI_TOKENS), before  # the overlay is legible to begin with
+    text = text_tool(TextDeidParams(), SECRET)
+    out, res = mask_image(src, text, (), PixelDeidParams())
+    after = _read(out)
+    assert [t for t in PHI_TOKENS if t in after] == [], after
+    assert residual_text(out, text) == []
+    # clinical labels read on the input are still read on the output
+    for label in ("FLAIR", "W 1438", "L 719"):
+        if label in before:
+            assert label in after, (label, after)
+    assert res.masked and res.masked_fraction <= 0.05 and res.review == []
+    qc = res.qc()
+    assert {m["tag"] for m in qc["masked"]} >= {"DATE", "TIME", "ID", "OVERLAY"}
+    assert qc["read_at"] == "original resolution"
+    assert not any(t in json.dumps(qc) for t in PHI_TOKENS)  # boxes and tags only, never the text read
+
+
+@pytest.mark.integration
+@needs_tesseract
+def test_deidentify_stage_masks_figures_and_records_it(tmp_path: Path) -> None:
+    from curation.deid.stage import run
+    from curation.jsonio import read_jsonl, write_jsonl
+    from curation.params import DeidentifyParams
+    from curation.schema import Case, Figure, SourceName
+
+    ingest = tmp_path / "ingest" / "medpix"
+    (ingest / "files").mkdir(parents=True)
+    fig = pacs_capture(ingest / "files" / "sc.png")
+    case = Case(case_id="medpix-0001", source=SourceName.medpix, license="l",
+                figures=[Figure(figure_id="f01-flair", caption="Axial FLAIR", path=str(fig))])
+    write_jsonl(ingest / "cases.jsonl", [case])
+    report = run(DeidentifyParams(), tmp_path / "ingest", tmp_path / "deid", secret=SECRET)
+    (out,) = read_jsonl(tmp_path / "deid" / "cases.jsonl", Case)
+    pix = out.figures[0].qc["pixel_text"]
+    assert pix["masked"] and pix["review"] == [] and report.counts["figures_pixels_masked"] == 1
+    audit = [json.loads(line) for line in (tmp_path / "deid" / "audit.jsonl").read_text().splitlines()]
+    assert audit[-1]["actions"]["pixels"]["masked"] == len(pix["masked"])
+    from PIL import Image
+
+    written = Image.open(tmp_path / "deid" / "files" / "medpix-0001" / "f01-flair.png")
+    assert written.size == (512, 512)  # masked at its original resolution
+    assert [t for t in PHI_TOKENS if t in _read(written)] == []
+
+
+@pytest.mark.integration
+@needs_tesseract
+def test_deid_verify_reads_pixels(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from curation.deid.pixels import mask_image, text_tool
+    from curation.deid.verify import verify_dir
+
+    (tmp_path / "raw").mkdir()
+    src = pacs_capture(tmp_path / "raw" / "sc.png")
+    found = verify_dir(tmp_path / "raw", pixels=True)
+    assert {f.where for f in found} == {"pixels"} and any("(ID)" in f.kind for f in found)
+    assert verify_dir(tmp_path / "raw") == []  # pixels are read only when asked
+    out, _ = mask_image(Image.open(src).convert("RGB"), text_tool(TextDeidParams(), SECRET))
+    (tmp_path / "out").mkdir()
+    out.save(tmp_path / "out" / "sc.png")
+    assert verify_dir(tmp_path / "out", pixels=True) == []
+
+
+def test_normalize_renders_no_figure_held_for_pixel_review(tmp_path: Path) -> None:
+    """A figure deidentify could not read with confidence is not rendered, so no item shows it; the masking record
+    of the others survives normalize."""
+    import numpy as np
+    from PIL import Image
+
+    from curation.imaging.normalize import run as normalize
+    from curation.jsonio import read_jsonl, write_jsonl
+    from curation.params import NormalizeParams
+    from curation.schema import Case, Figure, SourceName
+
+    deid = tmp_path / "deid"
+    (deid / "files").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in ("a.png", "b.png"):
+        Image.fromarray(rng.integers(0, 255, (96, 96), dtype=np.uint8)).save(deid / "files" / name)
+    masked = {"masked": [{"box": [0, 90, 40, 96], "tag": "DATE"}], "review": []}
+    held = {"masked": [], "review": ["text_not_read_with_confidence"]}
+    case = Case(case_id="medpix-0001", source=SourceName.medpix, license="l", figures=[
+        Figure(figure_id="f01", path=str(deid / "files" / "a.png"), qc={"pixel_text": masked}),
+        Figure(figure_id="f02", path=str(deid / "files" / "b.png"), qc={"pixel_text": held})])
+    write_jsonl(deid / "cases.jsonl", [case])
+    report = normalize(NormalizeParams(), deid, tmp_path / "norm")
+    (out,) = read_jsonl(tmp_path / "norm" / "cases.jsonl", Case)
+    assert out.figures[0].renders and out.figures[0].qc["pixel_text"] == masked and "pass" in out.figures[0].qc
+    assert out.figures[1].renders == [] and report.counts["figures_held_for_pixel_review"] == 1

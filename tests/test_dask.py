@@ -53,5 +53,7 @@ def test_normalize_on_dask_matches_local(cluster, pipeline, tmp_path, monkeypatc
     b = tmp_path / "b" / "out"
     run(p, src, a, workers=2)  # local processes (one volume each, as the Dask workers run them)
     report = run(p, src, b, scheduler=cluster)
-    assert report.inputs == report.outputs >= 12  # 6 volumes and 6 figures, none lost
+    # 6 volumes and 6 figures, none lost: a figure deidentify held for pixel-text review is counted, not rendered
+    held = report.counts.get("figures_held_for_pixel_review", 0)
+    assert report.inputs == report.outputs and report.inputs + held >= 12
     assert digest(a) == digest(b)

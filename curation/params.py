@@ -245,6 +245,9 @@ class ReleaseParams(Section):
     require_review: bool = False
     canary: str = "MEDBENCH-CURATION CANARY GUID 00000000-0000-0000-0000-000000000000"
     redistribution: dict[str, Literal["pixels", "reference", "exclude"]] = Field(default_factory=dict)
+    # an item under a no-derivatives licence (CC BY-ND, CC BY-NC-ND) whose image de-identification altered (masked
+    # burned-in text): the altered image is a derivative, so it ships as a reference, or the item is left out
+    no_derivatives: Literal["reference", "exclude"] = "reference"
     # licence classes to release (curation/release/licences.yaml); [] releases all; a subset is NAME-CLASS-VERSION
     licence_filter: list[Literal["commercial", "non_commercial", "reference_only", "no_licence_stated"]] = Field(
         default_factory=list)

@@ -209,6 +209,9 @@ class Case(Model):
     source: SourceName
     license: str
     attribution: str | None = None
+    # the source's own identifier or address of the case (a MedPix case id and its page, a Radiopaedia case URL, an
+    # article's DOI); None where the source's id names a participant (ADNI, OASIS): the case_id is its keyed hash
+    origin: str | None = None
     publication: Publication | None = None
     title: str | None = None
     patient: Patient = Field(default_factory=Patient)
@@ -333,6 +336,10 @@ class Item(Model):
     split: str | None = None
     license: str = ""
     attribution: str | None = None
+    origin: str | None = None  # the case's (Case.origin)
+    # an image of the item shows pixels de-identification altered (burned-in text masked): a derivative, which a
+    # no-derivatives licence does not allow to be shared (``release.no_derivatives``)
+    pixels_altered: bool = False
     status: Literal["draft", "kept", "rejected", "reviewed", "unreviewed", "released"] = "draft"
     source_flags: list[str] = Field(default_factory=list, description="its case's flags (Case.flags), for review")
 
@@ -388,6 +395,9 @@ class ReleaseRow(Model):
     source: str = Field(description="Source collection (adni, oasis1, oasis3, radiopaedia, case-reports, medpix).")
     license: str = Field(description="Licence of the item's source material.")
     attribution: str = Field(description="Attribution the licence requires, built from the item's own origin.")
+    origin: str = Field(description="The source's own identifier or address of the item's case (a MedPix case id "
+                                    "and page, a Radiopaedia case URL, an article DOI); for cohorts whose ids name a "
+                                    "participant (ADNI, OASIS), the keyed hash of that id, which the case_id is.")
     license_spdx: str = Field(description="The SPDX id of the item's licence (empty where the source states no SPDX "
                                           "licence: then `license` holds the source's own named terms).")
     license_class: str = Field(description="commercial, non_commercial, reference_only or no_licence_stated "
@@ -423,7 +433,8 @@ class ReleaseRow(Model):
             visual_dims=[d.value for d in item.visual_dims], reasoning_dims=[d.value for d in item.reasoning_dims],
             template_id=item.template_id or "", difficulty=item.difficulty or "", review_status=item.status,
             review_verdict=(item.review.final_verdict if item.review else None) or "", source=item.source.value,
-            license=item.license, attribution=item.attribution or "", license_spdx=license_spdx,
+            license=item.license, attribution=item.attribution or "", origin=item.origin or item.case_id,
+            license_spdx=license_spdx,
             license_class=license_class, evidence=evidence,
             generator=json.dumps({**item.generator.model_dump(exclude_none=True),
                                   "augmentations": [a.model_dump(exclude={"replaced"}) for a in item.augmentations]},

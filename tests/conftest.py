@@ -77,7 +77,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, demo_raw: Path) -> Path:
     try:
         for s in p.sources:
             ingest(p.ingest, s, demo_raw / s, work / "ingest" / s)
-        deid(p.deidentify, work / "ingest", work / "deid")
+        deid(p.deidentify, work / "ingest", work / "deid", workers=min(2, os.cpu_count() or 1))
         normalize(p.normalize, work / "deid", work / "normalize", workers=min(2, os.cpu_count() or 1))
         extract(p.extract, work / "normalize", work / "extract")
         generate(p.generate, work / "extract", work / "generate")

@@ -124,6 +124,30 @@ def test_radiopaedia_and_missing_image(raw_copy: Path, tmp_path: Path) -> None:
     assert ("broken/case.json", "json_invalid") in reasons
 
 
+def test_radiopaedia_layout_case_from_another_site_is_credited_to_that_site(raw_copy: Path, tmp_path: Path) -> None:
+    """A teaching case exported in Radiopaedia's layout from MedPix (or a site the spec does not know) is that site's:
+    its address, its terms and its credit, never "Radiopaedia.org"."""
+    import json
+
+    root = raw_copy / "radiopaedia"
+    for slug, url in [("glioblastoma-demo-2", "https://medpix.nlm.nih.gov/case?id=abc-123"),
+                      ("acute-ischaemic-stroke-demo-3", "https://teaching.example.org/case/7")]:
+        doc = json.loads((root / slug / "case.json").read_text())
+        doc.update(url=url, license=None)
+        (root / slug / "case.json").write_text(json.dumps(doc))
+    cases, _, _ = _ingest("radiopaedia", root, tmp_path / "o")
+    by_origin = {c.origin: c for c in cases}
+    medpix = by_origin["https://medpix.nlm.nih.gov/case?id=abc-123"]
+    assert "Radiopaedia" not in (medpix.attribution or "") and "MedPix" in (medpix.attribution or "")
+    assert medpix.license.startswith("MedPix terms")
+    other = by_origin["https://teaching.example.org/case/7"]
+    assert other.attribution == "Case from https://teaching.example.org/case/7"
+    assert other.license == "terms of teaching.example.org: not stated in the export"
+    rest = [c for c in cases if c not in (medpix, other)]
+    assert all((c.origin or "").startswith("https://radiopaedia.org/cases/")
+               and "Radiopaedia.org" in (c.attribution or "") for c in rest)
+
+
 def test_case_reports_demo(raw_copy: Path, tmp_path: Path) -> None:
     (raw_copy / "case-reports" / "bad.xml").write_text("<article><body>")
     cases, quarantine, rep = _ingest("case-reports", raw_copy / "case-reports", tmp_path / "o")

@@ -1,4 +1,4 @@
-"""Demo MedPix tree in the MedPix 2.0 layout (Case_topic.json, Descriptions.json, images/): two synthetic teaching
+"""Demo MedPix tree in the MedPix 2.0 layout (Case_topic.json, Descriptions.json, images/): three synthetic teaching
 cases whose figures are drawn from the phantom, so the MedPix source runs in the demo pipeline. Real MedPix cases
 (``../shared/fixtures/medpix-dev``) are what the source is developed and measured on; these only keep it running."""
 
@@ -47,6 +47,29 @@ CASES: list[dict[str, Any]] = [
         "pathology": None,
         "figures": [("DWI", "MR - DWI Diffusion Weighted", "Restricted diffusion in the left frontal lobe."),
                     ("T1w", "MR - T1W - noncontrast", "Subtle low signal in the left frontal lobe.")],
+    },
+    {  # a diagnosis one image decides, two fully described figures, and a T1 whose caption names it
+        "uid": "MPX9006", "age": "9", "sex": "male",
+        "case": {
+            "Title": "Porencephalic cyst",
+            "History": "9 year old boy with right hemiparesis since infancy and new focal seizures.",
+            "Exam": "Spastic right hemiparesis.",
+            "Findings": "A smooth cavity of fluid signal in the left parietal lobe, lined by a thin rim of gliosis.",
+            "Differential Diagnosis": "• Arachnoid cyst\n• Schizencephaly\n• Cystic neoplasm",
+            "Case Diagnosis": "Porencephalic cyst", "Diagnosis By": "Imaging",
+            "Treatment & Follow Up": "Antiepileptic treatment.", "Discussion": "N/A",
+        },
+        "lesion": Lesion.at_mm(-30, -45, 35, 10.0),
+        "pathology": Pathology(necrotic=True),
+        "figures": [
+            ("T2w", "MR - T2 weighted",
+             "T2 weighted image: a smooth cavity of fluid signal in the left parietal lobe with a thin hyperintense "
+             "rim of gliosis."),
+            ("FLAIR", "MR - FLAIR",
+             "The fluid in the cavity is suppressed, and a thin hyperintense rim of gliosis surrounds it, in the left "
+             "parietal lobe."),
+            ("T1w", "MR - T1W - noncontrast", "T1 weighted image at the same level."),
+        ],
     },
 ]
 

@@ -305,7 +305,8 @@ class Engine:
             reasoning_dims=reasoning, template_id=t.id,
             facts={**used, "visit": facts.get("visit_id"), "answer_facts": sorted(answers)},
             generator=Generator(kind="template", template_id=t.id, template_version=str(t.version), seed=seed),
-            license=case.license, attribution=case.attribution, status="draft",
+            license=case.license, attribution=case.attribution, origin=case.origin,
+            pixels_altered=any(_masked(case, e.series_id) for e in evidence if e.target == "figure"), status="draft",
         ), ""
 
     def finalize(self, items: list[Item]) -> list[Item]:
@@ -390,6 +391,12 @@ def _place(it: Item, at: int) -> None:
     others = [o for k, o in enumerate(it.options) if k != it.answer_index]
     it.options = others[:at] + [it.answer] + others[at:]
     it.answer_index = at
+
+
+def _masked(case: Case, figure_id: str | None) -> bool:
+    """Whether de-identification masked burned-in text on figure ``figure_id`` of ``case``."""
+    fig = next((f for f in case.figures if f.figure_id == figure_id), None)
+    return bool(fig and (fig.qc.get("pixel_text") or {}).get("masked"))
 
 
 def _identify(it: Item) -> None:

@@ -187,6 +187,8 @@ def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Ca
     return Case(
         case_id=case_id, source=SourceName.case_reports, license=_license(article, spec["default_license"]),
         attribution=attribution_of(authors, journal, doi),
+        origin=f"https://doi.org/{doi}" if doi else f"https://pmc.ncbi.nlm.nih.gov/articles/{pmcid}/" if pmcid
+        else None,
         publication=Publication(title=title or None, journal=journal or None, doi=doi, pmcid=pmcid, authors=authors,
                                 url=f"https://doi.org/{doi}" if doi else None),
         title=title or None, history=abstract, presentation=presentation, notes=discussion, figures=figures,

@@ -143,9 +143,9 @@ def _case(ctx: IngestContext, path: Path, doc: dict[str, Any], used: set[Path]) 
     differential = doc.get("differential") or []
     if isinstance(differential, str):  # one diagnosis given as text, not its characters
         differential = [differential]
+    origin, licence, attribution = _origin(doc, rid, spec)
     return Case(
-        case_id=case_id, source=SourceName.radiopaedia, license=doc.get("license") or spec["license"],
-        attribution=spec["attribution"].format(author=doc.get("author") or "unknown author", id=rid),
+        case_id=case_id, source=SourceName.radiopaedia, license=licence, attribution=attribution, origin=origin,
         title=doc.get("title"),
         patient=Patient.with_age(age, sex=spec["sex"].get(str(doc.get("gender") or ""))),
         presentation=doc.get("presentation") or "", notes=notes, figures=figures,
@@ -153,3 +153,22 @@ def _case(ctx: IngestContext, path: Path, doc: dict[str, Any], used: set[Path]) 
                             certainty=doc.get("diagnostic_certainty")),
         provenance=Provenance(source_paths=[path_digest(ctx.rel_raw(path))]),
     )
+
+
+def _origin(doc: dict[str, Any], rid: str, spec: dict[str, Any]) -> tuple[str, str, str]:
+    """The case's address, licence and attribution, from the site its ``url`` is on: a case exported in
+    Radiopaedia's layout from another teaching file (MedPix) is that site's, under that site's terms, never
+    "Radiopaedia.org"; a site the spec does not know is credited by its address, its terms not stated. A licence the
+    export itself states comes first."""
+    from urllib.parse import urlparse
+
+    url = str(doc.get("url") or "").strip()
+    parsed = urlparse(url) if re.match(r"https?://", url) else None
+    host = (parsed.hostname or "").lower() if parsed else ""
+    author = doc.get("author") or "unknown author"
+    if not host or host == "radiopaedia.org" or host.endswith(".radiopaedia.org"):
+        return (url or f"Radiopaedia rID {rid}", doc.get("license") or spec["license"],
+                spec["attribution"].format(author=author, id=rid))
+    site = next((v for k, v in spec["origins"].items() if host == k or host.endswith("." + k)), spec["unknown_origin"])
+    return (url, doc.get("license") or site["license"].format(host=host),
+            site["attribution"].format(author=author, id=rid, url=url, host=host))

@@ -61,10 +61,15 @@ def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Re
     rows = []
     for item in items:
         mode = params.redistribution.get(item.source.value, "pixels")
+        spdx = spdx_of(item.license)
+        if mode == "pixels" and item.pixels_altered and spdx and "-ND-" in f"{spdx}-":
+            # masked pixels are a derivative, which a no-derivatives licence does not let anyone share
+            report.counts[f"no_derivatives:{params.no_derivatives}"] += 1
+            mode = "exclude" if params.no_derivatives == "exclude" else "reference"
         if mode == "exclude":
             report.counts[f"excluded_by_licence:{item.source.value}"] += 1
             continue
-        cls = licence_class(spdx_of(item.license), mode)
+        cls = licence_class(spdx, mode)
         if params.licence_filter and cls not in params.licence_filter:
             report.counts[f"licence_filtered_out:{cls}"] += 1
             continue
@@ -82,7 +87,6 @@ def _rows(items: list[Item], params: ReleaseParams, images_dir: Path, report: Re
             else:  # the hash of the exact render: only a holder of the source can match it
                 refs.append(reference(item.source.value, Path(img)))
         report.counts[f"redistribution:{mode}"] += 1
-        spdx = spdx_of(item.license)
         rows.append(ReleaseRow.from_item(item, image_files=image_files, image_refs=refs,
                                          evidence=release_evidence(item, mode, image_files), license_spdx=spdx or "",
                                          license_class=licence_class(spdx, mode)))

@@ -70,6 +70,7 @@ class CaptionQuestions(FigureStep[CaptionQuestionsReply]):
                 visual_dims=sorted(set(q.visual_dims)), reasoning_dims=sorted(set(q.reasoning_dims)),
                 facts={"caption": fig.caption, "figure_id": fig.figure_id},
                 generator=Generator(kind="llm", model=prov.model, prompt_hash=prov.cache_key),
-                license=case.license, attribution=case.attribution, status="draft",
+                license=case.license, attribution=case.attribution, origin=case.origin,
+                pixels_altered=bool((fig.qc.get("pixel_text") or {}).get("masked")), status="draft",
             ))
         return out

@@ -213,6 +213,16 @@ def test_release_loads_offline_and_verifies(pipeline: Path) -> None:
     assert with_pixels and with_pixels[0]["images"][0].size[0] > 32
     refs = [r for s in ds for r in ds[s] if r["source"] == "adni"]
     assert refs and all(not r["images"] and r["image_refs"] for r in refs)
+    # every row its terms and its true origin: a Radiopaedia case's URL and credit, a MedPix case's id, an article's
+    # DOI, and for a cohort whose ids name a participant the keyed hash its case id is
+    rows = [r for s in ds for r in ds[s]]
+    assert all(r["license"] and r["attribution"] and r["origin"] for r in rows)
+    want = {"radiopaedia": ("https://radiopaedia.org/cases/", "Radiopaedia.org"), "medpix": ("MedPix MPX", "MedPix"),
+            "case-reports": ("https://doi.org/", "doi:")}
+    for r in rows:
+        origin, credit = want.get(r["source"], (r["case_id"], ""))
+        assert r["origin"].startswith(origin) and credit in r["attribution"], (r["source"], r["origin"])
+    assert {r["source"] for r in rows} >= {"radiopaedia", "medpix", "adni"}
     assert manifest["unreviewed_items"] == total and manifest["reviewed_items"] == 0
     card = (root / "README.md").read_text()
     assert manifest["canary"] in card and "not been reviewed by a clinician" in card

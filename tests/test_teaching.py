@@ -128,3 +128,45 @@ def test_every_template_on_every_real_case_skips_only_for_missing_data(tmp_path:
     assert not errors, errors
     # the teaching templates make items of several task types from real cases
     assert len(made) >= 7 and sum(made.values()) >= 150, made
+
+
+@needs_medpix
+@pytest.mark.integration
+def test_a_release_of_real_teaching_cases_credits_each_item_to_its_true_origin(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Items of real MedPix cases, released: each row carries its licence, an attribution naming its own origin (the
+    MedPix case; never another site) and that origin. The real JATS case reports come without their figure files, so
+    they make no image items: their cases are checked instead (the article's DOI as origin, its authors and DOI in the
+    attribution, the licence the article states)."""
+    from curation.release import read
+    from curation.release.build import run as build
+
+    from .factories import project_params, without_git, write_items
+
+    monkeypatch.chdir(tmp_path)  # the release takes images from inside the project folder only
+    for case in _ingest("case-reports", JATS, Path("j")):
+        doi = case.publication.doi if case.publication else None
+        assert doi and case.origin == f"https://doi.org/{doi}" and case.attribution
+        assert f"doi:{doi}" in case.attribution and "Radiopaedia" not in case.attribution
+        assert case.license == "CC BY-NC-ND 4.0"  # as each article's <license> states
+    cases = _ingest("medpix", MEDPIX, Path("m"))[:8]
+    engine = Engine(GenerateParams(templates_dir=str(ROOT / "templates" / "questions"),
+                                   knowledge=str(ROOT / "templates" / "knowledge" / "neurology.yaml"),
+                                   diagnoses=str(DIAGNOSES)))
+    items = []
+    for case in cases:
+        items += engine.generate(_rendered(case))[0]
+    items = engine.finalize(items)
+    for it in items:
+        it.status, it.split = "kept", "test"
+    write_items("review", items)
+    with without_git():
+        build(project_params().release.model_copy(update={"arrow_copy": False}), Path("review"), Path("releases"))
+    rows = list(read.rows(Path("releases") / "neuro-bench-0.1.0"))
+    origins = {c.case_id: c.origin for c in cases}
+    assert len(rows) == len(items) >= 10
+    for r in rows:
+        uid = r.origin.removeprefix("MedPix ")
+        assert r.origin == origins[r.case_id] and uid.startswith("MPX"), r.item_id
+        assert r.license.startswith("MedPix terms") and r.license_class == "no_licence_stated"
+        assert f"MedPix teaching case {uid}," in r.attribution and "Radiopaedia" not in r.attribution

@@ -198,3 +198,30 @@ def test_normalize_renders_no_figure_held_for_pixel_review(tmp_path: Path) -> No
     (out,) = read_jsonl(tmp_path / "norm" / "cases.jsonl", Case)
     assert out.figures[0].renders and out.figures[0].qc["pixel_text"] == masked and "pass" in out.figures[0].qc
     assert out.figures[1].renders == [] and report.counts["figures_held_for_pixel_review"] == 1
+
+
+MEDPIX_IMAGES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "medpix-dev" / "images"
+
+
+@pytest.mark.integration
+@needs_tesseract
+@pytest.mark.skipif(not MEDPIX_IMAGES.is_dir(), reason="../shared/fixtures/medpix-dev is absent")
+@pytest.mark.parametrize("name", [
+    # skin, bone and sulci that Tesseract reads as lines of words nobody can read: no text, so no hold
+    "MPX1060_synpic19251", "MPX1276_synpic54950", "MPX1410_synpic27472", "MPX1952_synpic21355",
+    "MPX2336_synpic49841", "MPX2402_synpic21798",
+    # a footer with an image UUID, "Uploader : <name>, Source : ..." and a date, beside its anatomy: masked
+    "MPX2558_synpic20826", "MPX1028_synpic24627",
+])
+def test_real_teaching_images_texture_is_not_text_and_footers_are_masked(name: str) -> None:
+    from PIL import Image
+
+    from curation.deid.pixels import mask_image, residual_text, text_tool
+
+    src = Image.open(MEDPIX_IMAGES / f"{name}.png").convert("RGB")
+    text = text_tool(TextDeidParams(), SECRET)
+    out, res = mask_image(src, text, (), PixelDeidParams())
+    assert res.review == [], res.qc()
+    assert residual_text(out, text) == []
+    if name in ("MPX2558_synpic20826", "MPX1028_synpic24627"):
+        assert res.masked and res.masked_fraction <= 0.1

@@ -225,6 +225,13 @@ def test_attribution_keeps_authors_and_journal_not_the_patient_in_a_title(tool: 
     assert declared_attribution(rp)
     _clean_texts(rp, tool, 30, [], Report(stage="deidentify"), [])
     assert rp.attribution == "Case courtesy of Frank Gaillard, Radiopaedia.org, rID: 1234"
+    # a case in Radiopaedia's layout from MedPix keeps the credit built from its address (radiopaedia.yaml origins)
+    mp = "MedPix teaching case, U.S. National Library of Medicine: https://medpix.nlm.nih.gov/case?id=ab-12"
+    other = Case(case_id="c3", source="radiopaedia", license="MedPix terms", attribution=mp,
+                 origin="https://medpix.nlm.nih.gov/case?id=ab-12")
+    assert declared_attribution(other)
+    _clean_texts(other, tool, 30, [], Report(stage="deidentify"), [])
+    assert other.attribution == mp and other.origin == "https://medpix.nlm.nih.gov/case?id=ab-12"
     from curation.deid.verify import _walk_record
 
     assert _walk_record({"attribution": old}, "")  # the output scan reports it where it survives

@@ -161,7 +161,7 @@ def ocr_cache() -> Path | None:
 def _cache_key(img: Any) -> str:
     h = hashlib.sha256()
     h.update(f"{img.mode}:{img.width}x{img.height}:{tesseract_version()}:".encode())
-    h.update(resources.files("curation.deid").joinpath("pixel_text.yaml").read_bytes())
+    h.update(json.dumps(pixel_policy(), sort_keys=True).encode())  # the policy, not its comments
     h.update(CACHE_VERSION.encode())
     h.update(img.tobytes())
     return h.hexdigest()
@@ -407,12 +407,12 @@ def mask_image(img: Any, text: Any | None, known: Sequence[str] = (),
     gray = np.asarray(img.convert("L"), dtype=np.int16)
     for line in unread_lines(lines2, [w for w, _ in hits]):
         x0, y0, x1, y1 = line.box
-        if ink_contrast(gray[y0:y1, x0:x1]) < ocr["min_text_contrast"]:
-            continue  # texture (skin, bone, sulci) read as words: text is drawn to stand out from what it lies on
         if y1 <= edge or y0 >= img.height - edge:
             hits += [(w, "UNREAD") for w in line.words
                      if not (w.text.strip(".,:;") in labels and w.conf >= ocr["min_confidence"])]
-        else:
+        elif ink_contrast(gray[y0:y1, x0:x1]) >= ocr["min_text_contrast"]:
+            # inside the image, only marks that stand out from what they lie on are text (a label on the anatomy);
+            # skin, bone and sulci read as words do not (an edge line is masked either way: a footer costs nothing)
             interior_unread = True
     # a line of clinical labels read with confidence (W/L, a sequence) keeps its pixels: a footer's mask just below
     # it stops at its edge instead of clipping it

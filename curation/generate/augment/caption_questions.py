@@ -71,6 +71,6 @@ class CaptionQuestions(FigureStep[CaptionQuestionsReply]):
                 facts={"caption": fig.caption, "figure_id": fig.figure_id},
                 generator=Generator(kind="llm", model=prov.model, prompt_hash=prov.cache_key),
                 license=case.license, attribution=case.attribution, origin=case.origin,
-                pixels_altered=bool((fig.qc.get("pixel_text") or {}).get("masked")), status="draft",
+                pixels_altered=fig.pixels_masked, status="draft",
             ))
         return out

@@ -10,11 +10,12 @@ import pytest
 
 from curation.figure_kinds import figure_kind
 from curation.generate.engine import Engine
+from curation.generate.teaching import teaching_facts
 from curation.ingest import run
 from curation.jsonio import read_jsonl
 from curation.nlp.diagnoses import Diagnoses
 from curation.params import GenerateParams, IngestParams
-from curation.schema import Case, Render
+from curation.schema import Case, Diagnosis, Figure, Render, SourceName
 
 from .conftest import ROOT, SHARED
 
@@ -71,6 +72,53 @@ def test_diagnoses_by_one_name_and_differentials_as_whole_diagnoses() -> None:
     assert d.structure("mass exerting mass effect upon the 4th ventricle in the cerebellar vermis") == "cerebellum"
 
 
+def _teaching(dx: str, caption: str, kind: str = "CT") -> Case:
+    fig = Figure(figure_id="f01", caption=caption, modality=kind, kind=kind, plane="axial",
+                 renders=[Render(plane="figure", role="figure", path="r/f01.png", target="figure")])
+    return Case(case_id="medpix-t", source=SourceName.medpix, license="MedPix", figures=[fig],
+                diagnosis=Diagnosis(primary=dx), presentation="A 40-year-old man with headache.")
+
+
+@pytest.mark.parametrize(("dx", "caption", "want"), [
+    ("Subdural haematoma", "Axial CT shows a crescent-shaped hyperdense collection in the left subdural space.",
+     "Extra-axial (meninges, CSF spaces)"),
+    ("Colloid cyst", "Noncontrast CT shows a rounded hyperdense mass in the anterior third ventricle.",
+     "Intraventricular (within a ventricle)"),
+    # the table says extra-axial, the caption puts it in the suprasellar region: two right answers, no item
+    ("Epidermoid cyst", "CT shows a cystic suprasellar mass with extension to the right temporal tip.", None),
+    # wide ventricles are no lesion in a compartment
+    ("Obstructive hydrocephalus", "Severe dilation of the third and lateral ventricles, with a narrowed aqueduct.",
+     None),
+    # a caption that calls it extra-axial under an intra-axial diagnosis: the key is not the table's to give
+    ("Glioblastoma", "Large heterogeneous extra-axial appearing mass with oedema in the left frontal lobe.", None),
+])
+def test_the_compartment_key_is_the_tables_where_the_caption_agrees(dx: str, caption: str, want: str | None) -> None:
+    f: dict = {"image": {}}
+    teaching_facts(f, _teaching(dx, caption), Diagnoses(DIAGNOSES), Counter())
+    assert f.get("compartment") == want
+    if want:
+        assert len(f["compartment_options"]) == 4 and want not in f["compartment_options"]
+
+
+def test_compartment_keys_spread_over_the_compartments() -> None:
+    """Intra-axial diseases are most of a teaching file: one compartment leads the others by one at most, beyond
+    its first two keys and its share."""
+    d, asked = Diagnoses(DIAGNOSES), Counter()
+    keys = []
+    for _ in range(4):
+        f: dict = {"image": {}}
+        teaching_facts(f, _teaching("Glioblastoma", "Ring-enhancing mass with oedema in the left frontal lobe."), d,
+                       asked)
+        keys.append(f.get("compartment"))
+    assert keys == ["Intra-axial (brain parenchyma)"] * 2 + [None] * 2
+    meningioma = "Large hyperdense extra-axial mass over the left convexity."
+    for _ in range(2):
+        teaching_facts({"image": {}}, _teaching("Meningioma", meningioma), d, asked)
+    f = {"image": {}}
+    teaching_facts(f, _teaching("Glioblastoma", "Ring-enhancing mass with oedema in the left frontal lobe."), d, asked)
+    assert f.get("compartment") == "Intra-axial (brain parenchyma)"
+
+
 def test_medpix_layout_quarantines_bad_records(tmp_path: Path) -> None:
     raw = tmp_path / "raw"
     (raw / "images").mkdir(parents=True)
@@ -116,10 +164,12 @@ def test_every_template_on_every_real_case_skips_only_for_missing_data(tmp_path:
     engine = Engine(params)
     skipped: Counter[str] = Counter()
     made: Counter[str] = Counter()
+    items_made: list = []
     for case in cases:
         items, why = engine.generate(_rendered(case))
         skipped.update(why)
         made.update(i.task_type.value for i in items if i.source.value == "medpix")
+        items_made += items
         for i in items:
             assert all(Path(p).is_file() for p in i.images)
             if i.options:
@@ -128,6 +178,9 @@ def test_every_template_on_every_real_case_skips_only_for_missing_data(tmp_path:
     assert not errors, errors
     # the teaching templates make items of several task types from real cases
     assert len(made) >= 7 and sum(made.values()) >= 150, made
+    # compartment keys spread: none is the key of more than a third of the compartment items
+    keys = Counter(i.answer for i in items_made if i.template_id == "teaching_compartment")
+    assert len(keys) >= 4 and max(keys.values()) <= sum(keys.values()) / 3, keys
 
 
 @needs_medpix

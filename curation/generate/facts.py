@@ -32,7 +32,8 @@ def sex_word(sex: str | None, age: float | None) -> str | None:
 
 IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequence_known", "baseline_hippocampus",
                "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "dx_figure",
-               "pair_first", "pair_second", "kind_figure", "other_figure", "dx_figures")
+               "pair_first", "pair_second", "kind_figure", "other_figure", "dx_figures",
+               "compartment_figure")
 
 
 class LesionFacts(BaseModel):
@@ -123,6 +124,8 @@ class Facts(BaseModel):
     pair_reference: str | None = None
     kind_asked: str | None = None
     kind_options: list[str] | None = None
+    compartment: str | None = None
+    compartment_options: list[str] | None = None
 
 
 def known_fact(dotted: str) -> bool:

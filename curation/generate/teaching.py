@@ -35,6 +35,25 @@ KIND_RARITY = ("ADC", "SWI", "MRA", "DWI", "FLAIR", "T1C", "T1", "T2")
 COMMON_KINDS = ("FLAIR", "T1C", "T1", "T2")
 CONFUSABLE_KINDS = frozenset({"T1", "T1C", "T2"})
 MAX_SAME_KEY = 2
+# a diagnosis is the key of at most three choice items (on the 77 MedPix dev cases the commonest-answer guesser
+# then scores 0.04 over chance on the diagnosis template)
+MAX_SAME_DX = 3
+# the compartments a compartment item offers, all five on every item (the key is the diagnosis table's site)
+COMPARTMENTS = {"intra-axial": "Intra-axial (brain parenchyma)",
+                "extra-axial": "Extra-axial (meninges, CSF spaces)",
+                "intraventricular": "Intraventricular (within a ventricle)",
+                "sellar": "Sellar or suprasellar region",
+                "bone": "Skull bone (vault or skull base)"}
+# a compartment is the key of at most this share of compartment items (after its first two): most teaching
+# diseases are intra-axial, and a guesser would pick that wherever it is offered
+MAX_COMPARTMENT_SHARE = 0.28
+_SAID_SITE = {"extra-axial": re.compile(r"\bextra-?\s?axial\b", re.I),
+              "intra-axial": re.compile(r"\bintra-?\s?axial\b|\bparenchyma\w*", re.I),
+              "intraventricular": re.compile(r"\bintra-?\s?ventricular\b", re.I),
+              "sellar": re.compile(r"\b(?:supra|para|intra)?sellar\b|\bpituitary\b", re.I),
+              "bone": re.compile(r"\b(?:intra-?)?osseous\b|\bdiplo\w*|\bcalvari\w*", re.I)}
+# ventricles that are wide: the principal abnormality of hydrocephalus is their size, not a lesion in a compartment
+_WIDE_VENTRICLES = re.compile(r"\bhydrocephal\w*|\bventriculomegaly\b|\b(?:dilat|enlarg)\w*\b[^.;]*\bventric", re.I)
 _ORDINAL = ("first", "second", "third")
 
 
@@ -239,9 +258,9 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         # epidermoid from a craniopharyngioma: 3 of 6 image-only items failed a clinical read when asked by site),
         # and not at all where the history names it (acromegaly: a pituitary adenoma)
         told = dx_table.given_by(dx, case.presentation)
-        # each diagnosis is the key of at most two choice items: a diagnosis that many cases share (a stroke) would
-        # otherwise be the answer a guesser picks wherever it is offered
-        if dx_asked[dx] < MAX_SAME_KEY:
+        # each diagnosis is the key of a few choice items at most: a diagnosis that many cases share (a stroke)
+        # would otherwise be the answer a guesser picks wherever it is offered
+        if dx_asked[dx] < MAX_SAME_DX:
             dx_asked[dx] += 1
             f["dx_direct" if entry.direct and not told else "dx_with_history"] = dx
             if told:  # the history names it: no item may tell that history with it
@@ -277,6 +296,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
             _note_dims(f, g, dx_table)
         f["dx_image_count"] = ("one image", "two images", "three images")[len(figs) - 1]
         f["dx_caption_first"] = _finding_sentence(own_sentences(fig) or fig.caption)
+        _compartment_facts(f, fig, site, dx_table, asked)
         # a diagnosis the shown images' captions themselves entertain ("may represent small vessel disease") is a
         # second right answer, never a wrong option
         entertained = {n for g in figs for part in re.split(r"[.;,]|\bor\b|\bvs\b", g.caption)
@@ -342,6 +362,36 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         f["image"]["kind_figure"] = _evidence(fig)
         f["kind_asked"] = kind_name(fig.kind or "")
         f["kind_options"] = [kind_name(k) for k in MR_KINDS if k != fig.kind and k in all_kinds()]
+
+
+def _compartment_facts(f: dict[str, Any], fig: Figure, site: str | None, dx_table: Diagnoses,
+                       asked: Counter[str]) -> None:
+    """The compartment the case's disease lies in (the table's site: a meningioma extra-axial, a colloid cyst
+    intraventricular), asked of the figure that shows the disease, where its caption does not put the finding in
+    another compartment ("a suprasellar epidermoid": extra-axial by the table, sellar by where it lies; a neighbour
+    both could name is no key) and the key is not already too common among compartment items."""
+    if site not in COMPARTMENTS:
+        return
+    caption = own_sentences(fig) or fig.caption
+    finding = _finding_sentence(caption)
+    where = dx_table.site_of(_structure(caption, dx_table))
+    if (where is not None and where != site) or _WIDE_VENTRICLES.search(finding):
+        return
+    # outside the brain tissue the finding is a lesion, or lies in a structure of the compartment (the inner table)
+    if site != "intra-axial" and not (LESION.search(finding) or site in {dx_table.site_of(s) for s in
+                                                                          dx_table.mentioned(finding)}):
+        return
+    if any(said.search(caption) for other, said in _SAID_SITE.items() if other != site):
+        return
+    counts = {s: asked[f"compartment:{s}"] for s in COMPARTMENTS}
+    key, total, lead = f"compartment:{site}", sum(counts.values()), max(n for s, n in counts.items() if s != site)
+    # a key may lead the commonest other one by one; beyond that only within its share
+    if asked[key] > max(MAX_SAME_KEY - 1, lead) and asked[key] + 1 > MAX_COMPARTMENT_SHARE * (total + 1):
+        return
+    asked[key] += 1
+    f["image"]["compartment_figure"] = _evidence(fig)
+    f["compartment"] = COMPARTMENTS[site]
+    f["compartment_options"] = [v for k, v in COMPARTMENTS.items() if k != site]
 
 
 def _pair(scored: list[Figure], case: Case) -> tuple[Figure, Figure] | None:

@@ -36,6 +36,7 @@ class StructureEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     aka: list[str]
     near: list[str]
+    site: str | None = None  # the compartment the structure is (one of SITES)
 
 
 class DiagnosisTable(BaseModel):
@@ -87,6 +88,9 @@ class Diagnoses:
         self._noise = re.compile("|".join(f"(?:{n})" for n in self.table.noise), re.I) if self.table.noise else None
         aliases = sorted(self.names, key=len, reverse=True)
         self._alias = re.compile(r"\b(" + "|".join(re.escape(a) for a in aliases) + r")\b")
+        for name, s in self.table.structures.items():
+            if s.site is not None and s.site not in SITES:
+                raise ParamsError(f"{name}: site {s.site!r} is not one of {', '.join(SITES)}", path)
         self.structure_names = {fold(a): name for name, e in self.table.structures.items() for a in [name, *e.aka]}
         words = sorted(self.structure_names, key=len, reverse=True)
         # a structure the finding lies in ("in the left thalamus"), not one it acts on ("mass effect upon the 4th
@@ -139,6 +143,11 @@ class Diagnoses:
         out = {name for alias, name in self.structure_names.items() if f" {alias} " in t}
         out |= {n for e in self.table.structures.values() for n in e.near if f" {fold(n)} " in t}
         return out
+
+    def site_of(self, structure: str | None) -> str | None:
+        """The compartment a structure is (the fourth ventricle: intraventricular), None where the table gives none."""
+        e = self.table.structures.get(structure) if structure else None
+        return e.site if e else None
 
     def near(self, structure: str) -> list[str]:
         e = self.table.structures.get(structure)

@@ -122,6 +122,18 @@ def _finding_sentence(caption: str) -> str:
     return first_sentence(found[0] if found else caption)
 
 
+# a finding that is not the disease asked: an old or incidental one, or one the caption adds
+_INCIDENTAL = re.compile(r"\b(old|incidental\w*|additional\w*|also|second|another|chronic|prior|remote)\b", re.I)
+
+
+def _supporting_sentence(caption: str) -> str:
+    """The caption's first sentence describing a lesion that is not an old, incidental or additional one (an old
+    lacune is no reason for a hemichorea), else its principal finding."""
+    found = _abnormal_sentences(caption)
+    pick = [x for x in found if not _INCIDENTAL.search(x)] or found
+    return first_sentence(pick[0] if pick else caption)
+
+
 def clip(text: str, limit: int = 700) -> str:
     """Whole sentences of ``text`` up to about ``limit`` characters."""
     out = ""
@@ -205,6 +217,9 @@ def own_sentences(fig: Figure) -> str:
     return visible_sentences(fig.caption, {fig.kind or ""})
 
 
+# a sentence about the examination, not about what it shows ("Multiple representative MR images are demonstrated.")
+_BOILERPLATE = re.compile(r"\b(representative|routine|was performed|were (?:performed|obtained)|"
+                          r"(?:are|is|were) (?:demonstrated|shown|provided))\b", re.I)
 _ALIKE = {"T1": {"T1C"}, "T1C": {"T1"}, "DWI": {"ADC"}, "ADC": {"DWI"}}
 
 
@@ -217,6 +232,8 @@ def visible_sentences(text: str, kinds: set[str], negatives: bool = True) -> str
     for sentence in re.split(r"(?<=[.!?;])\s+|\n+", text):
         named = kinds_named(sentence)
         if _ELSEWHERE.search(sentence) or (named and not named & alike):
+            continue
+        if _BOILERPLATE.search(sentence) and not ABNORMAL.search(sentence):
             continue
         if all(k in _SHOWS_NOT and _SHOWS_NOT[k].search(sentence) for k in kinds):
             continue
@@ -276,6 +293,9 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     # one written for exactly this figure and one other of another kind), describe an abnormality in more than a
     # word, and not be a quiz prompt ("Can you detect the abnormality?")
     shown = [fig for fig in scored if _own_caption(fig, case) and _full(own_sentences(fig), dx_table)]
+    # a caption that puts its finding on a side is read on an axial or coronal image first: a sagittal slice does
+    # not show the side (a "left thalamus" key on a sagittal T1 failed a clinical read)
+    shown.sort(key=lambda g: g.plane == "sagittal" and bool(_SIDE.search(own_sentences(g))))
     figs: list[Figure] = []
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
         fig = shown[0] if shown else scored[0]
@@ -289,13 +309,17 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         # the diagnosis is read from every sequence the case shows the finding on (up to three), as its author
         # did: one slice of one sequence often does not tell a diagnosis from its mimics (an epidermoid from an
         # arachnoid cyst without the DWI; 7 of 12 one-image diagnosis items failed a clinical read)
+        # (then, where the case has fewer kinds, another figure described on its own: a second level or plane of
+        # the same kind; one image left 9 of 14 rationale items that a clinical read could not reach from it)
+        more = sorted((g for g in scored if g is not fig), key=lambda g: not _own_caption(g, case))
         figs = [fig, *[g for g in shown if g.kind != fig.kind and g is not fig]]
         figs = [g for n, g in enumerate(figs) if g.kind not in {h.kind for h in figs[:n]}][:3]
+        figs += [g for g in more if g not in figs][:3 - len(figs)]
         f["image"]["dx_figures"] = [_evidence(g) for g in figs]
         for g in figs:
             _note_dims(f, g, dx_table)
         f["dx_image_count"] = ("one image", "two images", "three images")[len(figs) - 1]
-        f["dx_caption_first"] = _finding_sentence(own_sentences(fig) or fig.caption)
+        f["dx_caption_first"] = _supporting_sentence(own_sentences(fig) or fig.caption)
         _compartment_facts(f, fig, site, dx_table, asked)
         # a diagnosis the shown images' captions themselves entertain ("may represent small vessel disease") is a
         # second right answer, never a wrong option
@@ -303,10 +327,16 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
                        if (n := dx_table.name(part)) and n != dx}
         if "dx_options" in f:
             f["dx_options"] = [d for d in f["dx_options"] if d not in entertained]
-        described = " ".join(f"{_ORDINAL[k].capitalize()} image: {clip(own_sentences(g), 400)}"
-                             for k, g in enumerate(figs) if own_sentences(g))
+        told: dict[str, list[int]] = {}  # a caption shared by two images is told once, for both
+        for k, g in enumerate(figs):
+            if own_sentences(g):
+                told.setdefault(clip(own_sentences(g), 400), []).append(k)
+        described = " ".join(f"{' and '.join(_ORDINAL[k] for k in ks).capitalize()} "
+                             f"image{'s' if len(ks) > 1 else ''}: {text}" for text, ks in told.items())
         report = visible_sentences(case.sections.get("findings", ""), {g.kind or "" for g in figs}, negatives=False)
-        f["dx_reference"] = described + (f" The report: {clip(report, 500)}" if report else "")
+        # the report is the reference only where no caption describes the images: its other sentences are about
+        # slices and sequences the item does not show
+        f["dx_reference"] = described or (f"The report: {clip(report, 500)}" if report else "")
     if shown:
         key = shown[0]
         f["image"]["key_figure"] = _evidence(key)
@@ -378,6 +408,9 @@ def _compartment_facts(f: dict[str, Any], fig: Figure, site: str | None, dx_tabl
     if (where is not None and where != site) or _WIDE_VENTRICLES.search(finding):
         return
     # outside the brain tissue the finding is a lesion, or lies in a structure of the compartment (the inner table)
+    # "in the region of the third ventricle": a mass next to two compartments
+    if site != "intra-axial" and re.search(r"\bregion of\b", finding, re.I):
+        return
     if site != "intra-axial" and not (LESION.search(finding) or site in {dx_table.site_of(s) for s in
                                                                           dx_table.mentioned(finding)}):
         return

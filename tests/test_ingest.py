@@ -148,6 +148,25 @@ def test_radiopaedia_layout_case_from_another_site_is_credited_to_that_site(raw_
                and "Radiopaedia.org" in (c.attribution or "") for c in rest)
 
 
+def test_a_radiopaedia_key_image_says_what_it_is_and_a_stack_does_not(raw_copy: Path, tmp_path: Path) -> None:
+    """A series of one image is a key image that the study's caption describes: its kind, modality and plane come
+    from the study and the series name (as a teaching file gives them), so the teaching templates read it; a
+    stack's slices keep none."""
+    import json
+
+    root = raw_copy / "radiopaedia"
+    doc = json.loads((root / "glioblastoma-demo-2" / "case.json").read_text())
+    first = doc["studies"][0]
+    doc["studies"].append({"modality": "MRI", "plane": "Coronal", "caption": "Ring-enhancing left frontal mass.",
+                           "series": [{"name": "T1W w/Gadolinium", "images": [first["series"][0]["images"][0]]}]})
+    (root / "glioblastoma-demo-2" / "case.json").write_text(json.dumps(doc))
+    cases, _, _ = _ingest("radiopaedia", root, tmp_path / "o")
+    gbm = next(c for c in cases if c.origin and c.origin.endswith("glioblastoma-demo-2"))
+    *stack, key = gbm.figures
+    assert (key.kind, key.modality, key.plane, key.contrast) == ("T1C", "MR", "coronal", True)
+    assert all(f.kind is None and f.modality is None for f in stack)
+
+
 def test_case_reports_demo(raw_copy: Path, tmp_path: Path) -> None:
     (raw_copy / "case-reports" / "bad.xml").write_text("<article><body>")
     cases, quarantine, rep = _ingest("case-reports", raw_copy / "case-reports", tmp_path / "o")

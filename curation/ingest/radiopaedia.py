@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from curation.figure_kinds import figure_kind
 from curation.ingest.base import IngestContext, path_digest
 from curation.paths import safe_name, unique_name
 from curation.schema import Case, Diagnosis, Figure, Patient, Provenance, SourceName
@@ -114,6 +115,13 @@ def _case(ctx: IngestContext, path: Path, doc: dict[str, Any], used: set[Path]) 
             images = series.get("images") or []
             # a series name is a name, never a path
             name = safe_name(series.get("name") or "series", max_len=min(64, ctx.bounds.max_id_chars))
+            # a series of one image is a key image, which the study's caption describes: what it is (the study's
+            # modality, the series' name, the plane) is said, as a teaching file says it of each figure; a stack's
+            # slices are not each described, and keep no kind (the lesion's slice is chosen from the report)
+            kind = figure_kind(f"{study.get('modality') or ''} {series.get('name') or ''}",
+                               study.get("plane") if isinstance(study.get("plane"), str) else None)
+            key_image = len(images) == 1 and kind.modality
+            said = {**kind.model_dump(exclude={"kind"}), "kind": kind.kind} if key_image else {}
             for i, img in enumerate(images):
                 fig_id = unique_name(f"s{s + 1}-{name}-{i + 1:03d}", seen_ids)  # series names repeat
                 label = f"{study.get('modality', 'Image')} {series.get('name', '')} image {i + 1} of {len(images)}"
@@ -124,17 +132,17 @@ def _case(ctx: IngestContext, path: Path, doc: dict[str, Any], used: set[Path]) 
                     ctx.report.inputs += 1  # the file it names is an input that cannot be used
                     ctx.report.fail(where, "outside_raw", f"image {img[:200]!r} resolves outside the raw folder; "
                                                           "not read")
-                    figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True))
+                    figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True, **said))
                     continue
                 src = src.resolve()
                 if not src.is_file():
                     ctx.report.incomplete(f"{ctx.rel_raw(path.parent)}/{img}", "image_missing",
                                           f"listed in {ctx.rel_raw(path)} but absent")
-                    figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True))
+                    figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True, **said))
                     continue
                 used.add(src)
                 stored = ctx.store(src, case_id, f"{fig_id}{src.suffix.lower()}")
-                figures.append(Figure(figure_id=fig_id, label=label, caption=caption, path=stored))
+                figures.append(Figure(figure_id=fig_id, label=label, caption=caption, path=stored, **said))
     age = None
     m = re.match(r"\s*(\d+)", str(doc.get("age") or ""))
     if m:

@@ -68,6 +68,18 @@ class DeidentifyParams(Section):
     pixels: PixelDeidParams = Field(default_factory=PixelDeidParams)
 
 
+class ChangeParams(Section):
+    """How lesion change between two FLAIR visits is found (curation/imaging/change.py; ``normalize.change``)."""
+
+    enabled: bool = True
+    min_depth_mm: float = Field(15.0, gt=0)  # from the brain's surface (see the module's note)
+    lesion_z: float = Field(2.5, gt=0)  # follow-up: this far above the deep brain's median, in its robust spread
+    rise_z: float = Field(1.5, gt=0)  # ... and this much brighter than the baseline there
+    min_mm3: float = Field(30.0, gt=0)  # the smallest change counted (about 4 mm across)
+    flatten_mm: float = Field(15.0, gt=0)  # intensity drift (coil, bias field) removed at this scale
+    register_spacing_mm: float = Field(3.0, gt=0)
+
+
 class NormalizeParams(Section):
     max_failure_rate: float = Field(0.2, ge=0, le=1)
     bounds: Bounds = Field(default_factory=Bounds)
@@ -115,6 +127,7 @@ class NormalizeParams(Section):
         default_factory=lambda: {"FLAIR": "hyper", "T2w": "hyper", "DWI": "hyper", "SWI": "hypo", "T1w": "hypo"}
     )
     longitudinal: bool = True  # follow-up T1w registered (rigid) to the baseline T1w, rendered at its positions
+    change: ChangeParams = Field(default_factory=ChangeParams)  # lesion change between a baseline and a follow-up FLAIR
 
 
 class ExtractParams(Section):

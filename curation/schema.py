@@ -89,7 +89,8 @@ class Render(Model):
     slice_index: int | None = None
     window: tuple[float, float] | None = None
     path: str
-    role: Literal["mid", "key", "paired", "montage", "figure", "target"] = "mid"
+    # change, change_baseline: a follow-up FLAIR registered onto its baseline and the baseline, at the lesion change
+    role: Literal["mid", "key", "paired", "montage", "figure", "target", "change", "change_baseline"] = "mid"
     target: Target | None = Field(None, description="The structure this render was placed to show")
     position_mm: float | None = Field(None, description="World (RAS, mm) coordinate of the slice along its axis "
                                       "where it passes through its target (a plain slice or montage: at its centre)")

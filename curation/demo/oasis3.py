@@ -22,6 +22,18 @@ OASIS3 = [
 ]
 
 
+# a lesion that grows between a participant's visits (radius in grid voxels at the follow-ups): what the lesion
+# change between two FLAIR visits finds
+GROWS = {"OAS30027": 6.5}
+
+
+def _lesion_at(sid: str, lesion: Lesion | None, visit: int) -> Lesion | None:
+    """The participant's lesion as drawn at ``visit`` (grown at a follow-up, see GROWS)."""
+    if lesion is None or visit == 0 or sid not in GROWS:
+        return lesion
+    return Lesion(lesion.center, GROWS[sid], lesion.axes)
+
+
 def write_oasis3(root: Path) -> None:
     demo_rows, cdr_rows = [], []
     for n, (sid, gender, age, educ, apoe, visits, lesion) in enumerate(OASIS3):
@@ -32,7 +44,7 @@ def write_oasis3(root: Path) -> None:
             atrophy = {0.0: 0.0, 0.5: 0.35, 1.0: 0.75}[cdr]
             session = f"{sid}_MR_d{day:04d}"
             for a, seq in enumerate(["T1w", "FLAIR"]):
-                vol = head(seq, atrophy=atrophy, lesion=lesion, seed=4000 + 100 * n + 10 * v + a,
+                vol = head(seq, atrophy=atrophy, lesion=_lesion_at(sid, lesion, v), seed=4000 + 100 * n + 10 * v + a,
                            pose=visit_pose(9000 + 10 * n, v), subject=participant_anatomy(sid)).astype(np.int16)
                 anat = root / session / f"anat{a + 1}"
                 anat.mkdir(parents=True, exist_ok=True)
@@ -60,6 +72,6 @@ def series_truth() -> list[dict[str, object]]:
         for v, (_day, _mmse, cdr, _cdrsum, _dx) in enumerate(visits3):
             for seq in ("T1w", "FLAIR"):
                 out.append({"source": "oasis3", "subject": sid, "visit": v, "sequence": seq,
-                            "atrophy": {0.0: 0.0, 0.5: 0.35, 1.0: 0.75}[cdr], "lesion": lesion,
+                            "atrophy": {0.0: 0.0, 0.5: 0.35, 1.0: 0.75}[cdr], "lesion": _lesion_at(sid, lesion, v),
                             "pose": visit_pose(9000 + 10 * n, v), "subject_anatomy": participant_anatomy(sid)})
     return out

@@ -17,7 +17,7 @@ from curation.generate.finding_facts import figure_facts, finding_facts
 from curation.generate.presentation import clinical_context
 from curation.generate.teaching import teaching_case, teaching_facts
 from curation.generate.values import age_phrase, fmt, num
-from curation.generate.visit_facts import pair_facts, visit_facts
+from curation.generate.visit_facts import change_facts, pair_facts, visit_facts
 from curation.nlp.diagnoses import Diagnoses
 from curation.schema import Case, Evidence
 
@@ -33,7 +33,7 @@ def sex_word(sex: str | None, age: float | None) -> str | None:
 IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequence_known", "baseline_hippocampus",
                "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "dx_figure",
                "pair_first", "pair_second", "kind_figure", "other_figure", "dx_figures",
-               "compartment_figure")
+               "compartment_figure", "baseline_change", "followup_change")
 
 
 class LesionFacts(BaseModel):
@@ -100,6 +100,8 @@ class Facts(BaseModel):
     ventricle_change: str | None = None
     ventricles_ml_baseline: float | None = None
     ventricles_ml_followup: float | None = None
+    lesion_change: str | None = None  # a new or enlarging lesion between two FLAIR visits (knowledge lesion_changes)
+    lesion_change_mm3: float | None = None
     # a teaching case's (teaching.py)
     dx_options: list[str] | None = None
     structure: str | None = None
@@ -169,6 +171,9 @@ def fact_sets(case: Case, knowledge: dict[str, Any], diagnoses: Diagnoses | None
     pair = pair_facts(case, visits, common, knowledge)
     if pair is not None:
         out.append(pair)
+    change = change_facts(case, visits, common, knowledge)
+    if change is not None:
+        out.append(change)
     # checked against the model (a fact this module misnames fails here), handed on as plain data for Jinja
     # (absent facts stay absent, so ``default`` filters apply; nested ones keep their keys for ``if`` tests)
     return [{k: v for k, v in Facts.model_validate(f).model_dump().items() if v is not None} for f in out]

@@ -157,3 +157,33 @@ def pair_facts(case: Case, visits: list[Visit], common: dict[str, Any],
         return f
     return None
 
+
+def change_facts(case: Case, visits: list[Visit], common: dict[str, Any],
+                 knowledge: dict[str, Any]) -> dict[str, Any] | None:
+    """A follow-up FLAIR whose normalize stage found a new or enlarging lesion against the baseline FLAIR (its
+    ``qc.change``), with the baseline and the registered follow-up rendered at it: the change and the interval;
+    None where no follow-up has one."""
+    for v1 in reversed(visits[1:]):
+        for s1 in v1.series:
+            change = s1.qc.get("change") or {}
+            if s1.sequence != "FLAIR" or not change.get("found"):
+                continue
+            r1 = next((r for r in s1.renders if r.role == "change"), None)
+            r0 = next((r for r in s1.renders if r.role == "change_baseline"), None)
+            v0 = next((v for v in visits if v.visit_id == change.get("reference_visit")), None)
+            s0 = next((s for s in v0.series if s.series_id == change.get("reference")), None) if v0 else None
+            if r0 is None or r1 is None or v0 is None or s0 is None:
+                continue
+            phrase = (knowledge.get("lesion_changes") or {}).get(change["found"])
+            if phrase is None:
+                continue
+            f: dict[str, Any] = {**common, "kind": "pair", "visit_id": f"{v0.visit_id}+{v1.visit_id}",
+                                 "image": {"baseline_change": evidence_of(r0, s0, v0, "lesion").model_dump(),
+                                           "followup_change": evidence_of(r1, s1, v1, "lesion").model_dump()}}
+            days = (v1.days_from_baseline or 0) - (v0.days_from_baseline or 0)
+            f["interval"] = f"{round(days / 30.44)} months" if days < 730 else f"{days / 365.25:.1f} years"
+            f["lesion_change"] = phrase
+            f["lesion_change_mm3"] = change.get("volume_mm3")
+            return f
+    return None
+

@@ -13,22 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 from scipy import ndimage
 
-
-class ChangeParams(BaseModel):
-    """How a change is found (``normalize.change`` in params.yaml)."""
-
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
-    min_depth_mm: float = Field(15.0, gt=0)  # from the brain's surface (see the module's note)
-    lesion_z: float = Field(2.5, gt=0)  # follow-up: this far above the deep brain's median, in its robust spread
-    rise_z: float = Field(1.5, gt=0)  # ... and this much brighter than the baseline there
-    enlarging_z: float = Field(1.5, gt=0)  # baseline this bright over the change: a lesion that was there grew
-    min_mm3: float = Field(30.0, gt=0)  # the smallest change counted (about 4 mm across)
-    flatten_mm: float = Field(15.0, gt=0)  # intensity drift (coil, bias field) removed at this scale
-    register_spacing_mm: float = Field(3.0, gt=0)
+from curation.params import ChangeParams
 
 
 @dataclass(frozen=True)
@@ -85,8 +72,10 @@ def find_change(baseline: np.ndarray, followup: np.ndarray, affine: np.ndarray,
     where = labels == best
     centre_vox = np.array(ndimage.center_of_mass(where))
     centre = (affine @ np.append(centre_vox, 1.0))[:3]
-    was = float(np.mean(zb[ndimage.binary_dilation(where)]))
-    return Change(kind="enlarging" if was > p.enlarging_z else "new",
+    # a lesion the baseline already had, beside or inside the change: it grew (the change is its new rim)
+    ring = ndimage.binary_dilation(where, iterations=max(1, int(round(3.0 / min(zooms)))))
+    was = float((ring & (zb > p.lesion_z)).sum()) * voxel
+    return Change(kind="enlarging" if was >= max(p.min_mm3, 0.1 * float(volume[best - 1])) else "new",
                   centre_mm=[round(float(v), 2) for v in centre], slice_index=int(round(centre_vox[2])),
                   volume_mm3=round(float(volume[best - 1]), 1), contrast=round(float(np.mean(rise[where])), 2),
                   count=int(big.sum()))
@@ -103,3 +92,68 @@ def change_between(baseline_img: Any, followup_img: Any, p: ChangeParams) -> tup
     follow = sitk.GetArrayFromImage(moved).transpose(2, 1, 0).astype(np.float32)
     base = np.asarray(baseline_img.dataobj, dtype=np.float32)
     return find_change(base, follow, baseline_img.affine, p), follow, tx
+
+
+@dataclass(frozen=True)
+class ChangeTask:
+    """A follow-up FLAIR (``moving``, the normalized volume staged in ``out_dir``) against the baseline FLAIR
+    (``fixed``, of series ``reference`` at visit ``reference_visit``), both rendered where they differ, in the
+    baseline's ``window``."""
+
+    params: Any  # NormalizeParams
+    fixed: str
+    moving: str
+    out_dir: str
+    final_dir: str
+    reference: str
+    reference_visit: str
+    window: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Changed:
+    """The change found (None where there is none), the two renders at its slice and the provenance step."""
+
+    change: Change | None
+    renders: list[dict[str, Any]]
+    step: Any  # Step
+
+
+def change_series(job: ChangeTask) -> Any:
+    """Outcome of comparing one follow-up FLAIR with its baseline: the change, and the baseline's and the registered
+    follow-up's axial slices through it (same grid, so the same position in mm; same window), or the failure."""
+    from pathlib import Path
+
+    import nibabel as nib
+
+    from curation.imaging.render import render_volume
+    from curation.imaging.sitk import ras_matrix
+    from curation.imaging.steps.base import step_record
+    from curation.imaging.targets import slice_position
+    from curation.report import Outcome
+
+    p = job.params
+    try:
+        base_img: Any = nib.load(job.fixed)
+        follow_img: Any = nib.load(job.moving)
+        change, moved, tx = change_between(base_img, follow_img, p.change)
+    except Exception as exc:  # ITK raises on degenerate images
+        return Outcome.failure("change_registration_failed", f"{type(exc).__name__}: {exc}", job)
+    step = step_record("lesion_change", reference=job.reference, reference_visit=job.reference_visit,
+                       found=change.kind if change else None,
+                       volume_mm3=change.volume_mm3 if change else None,
+                       baseline_to_followup_ras=[[round(float(v), 5) for v in row] for row in ras_matrix(tx)])
+    if change is None:
+        return Outcome.success(Changed(None, [], step))
+    base = np.asarray(base_img.dataobj, dtype=np.float32)
+    spacing = tuple(round(float(z), 4) for z in base_img.header.get_zooms()[:3])
+    target = {"target": "lesion", "plane": "axial", "slice_index": change.slice_index,
+              "position_mm": slice_position(base_img.affine, base.shape, 2, change.slice_index,
+                                            np.asarray(change.centre_mm)),
+              "located_by": f"lesion_change:{job.reference}"}
+    renders = []
+    for data, role, prefix in ((base, "change_baseline", "change_baseline_"), (moved, "change", "change_")):
+        renders += render_volume(data, data > float(data.mean()), spacing, p, Path(job.out_dir), Path(job.final_dir),
+                                 targets=[target], window_override=job.window, role=role, prefix=prefix,
+                                 only_targets=True)
+    return Outcome.success(Changed(change, renders, step))

@@ -147,6 +147,8 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
             _carry_visits(cases, series_tasks, params, workers, scheduler, report)
         if params.longitudinal and params.key_slices:
             _pair_visits(cases, series_tasks, params, workers, scheduler, report)
+        if params.change.enabled:
+            _change_visits(cases, series_tasks, params, workers, scheduler, report)
         for _, s in series_tasks:
             if s.renders:
                 qc_rows.append({"kind": "series", "id": s.series_id, **s.qc, "thumbnail": s.renders[0].path})
@@ -285,6 +287,50 @@ def _pair_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], 
         s.provenance.append(paired.step)
         s.qc = {**s.qc, "paired_with": job.reference}
         report.counts["series_paired_to_baseline"] += 1
+
+
+def _change_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], params: NormalizeParams,
+                   workers: int, scheduler: str | None, report: Report) -> None:
+    """Compare each follow-up FLAIR with the case's baseline FLAIR (its earliest visit's): the largest new or
+    enlarging lesion, in ``qc.change`` of the follow-up, with both rendered at it (roles ``change_baseline`` and
+    ``change``; curation/imaging/change.py)."""
+    from curation.imaging.change import Changed, ChangeTask, change_series
+
+    staged = {id(s): t for t, s in series_tasks}
+    jobs: list[tuple[ChangeTask, Any]] = []
+    for case in cases:
+        visits = sorted((v for v in case.visits if any(s.sequence == "FLAIR" and s.nifti for s in v.series)),
+                        key=lambda v: (v.days_from_baseline is None, v.days_from_baseline or 0))
+        if len(visits) < 2 or visits[0].days_from_baseline is None:
+            continue
+        base = next(s for s in visits[0].series if s.sequence == "FLAIR" and s.nifti)
+        window = next((r.window for r in base.renders if r.window), None)
+        for visit in visits[1:]:
+            if visit.days_from_baseline is None or visit.days_from_baseline <= (visits[0].days_from_baseline or 0):
+                continue
+            s = next(x for x in visit.series if x.sequence == "FLAIR" and x.nifti)
+            t, r = staged[id(s)], staged[id(base)]
+            jobs.append((ChangeTask(params, str(Path(r.out_dir) / "volume.nii.gz"),
+                                    str(Path(t.out_dir) / "volume.nii.gz"), t.out_dir, t.final_dir, base.series_id,
+                                    visits[0].visit_id, window), s))
+    for (job, s), res in zip(jobs, pmap(change_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
+                             strict=True):
+        if not res.ok:
+            report.counts["lesion_change_failed"] += 1
+            s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), res.reason]}
+            continue
+        got: Changed = res.value
+        s.provenance.append(got.step)
+        if got.change is None:
+            report.counts["lesion_change_none"] += 1
+            s.qc = {**s.qc, "change": {"found": None, "reference": job.reference}}
+            continue
+        c = got.change
+        s.renders.extend(Render(**r) for r in got.renders)
+        s.qc = {**s.qc, "change": {"found": c.kind, "reference": job.reference, "reference_visit": job.reference_visit,
+                                   "centre_mm": c.centre_mm, "slice_index": c.slice_index,
+                                   "volume_mm3": c.volume_mm3, "contrast": c.contrast, "count": c.count}}
+        report.counts[f"lesion_change_{c.kind}"] += 1
 
 
 def _contact_sheet(rows: list[dict[str, Any]], out: Path, final: Path) -> None:

@@ -22,6 +22,7 @@ class SourceName(StrEnum):
     radiopaedia = "radiopaedia"
     case_reports = "case-reports"
     medpix = "medpix"
+    bids = "bids"
 
 
 class TaskType(StrEnum):
@@ -398,7 +399,8 @@ class ReleaseRow(Model):
     difficulty: str = Field(description="Difficulty rating from the filter stage (empty when unrated).")
     review_status: str = Field(description="reviewed or unreviewed (expert review).")
     review_verdict: str = Field(description="The reviewers' final verdict (empty when unreviewed).")
-    source: str = Field(description="Source collection (adni, oasis1, oasis3, radiopaedia, case-reports, medpix).")
+    source: str = Field(description="Source collection (adni, oasis1, oasis3, radiopaedia, case-reports, medpix, "
+                        "bids).")
     license: str = Field(description="Licence of the item's source material.")
     attribution: str = Field(description="Attribution the licence requires, built from the item's own origin.")
     origin: str = Field(description="The source's own identifier or address of the item's case (a MedPix case id "

@@ -16,7 +16,7 @@ app = typer.Typer()  # its commands join the root app at the top level (added wi
 @stage_command(app, workers=True, scheduler=True)
 def ingest(
     stage: Stage,
-    source: Annotated[str, typer.Argument(help="adni | oasis1 | oasis3 | radiopaedia | case-reports | medpix")],
+    source: Annotated[str, typer.Argument(help="adni | oasis1 | oasis3 | radiopaedia | case-reports | medpix | bids")],
     raw_dir: Annotated[Path, typer.Argument(help="The source's download folder.")],
     out_dir: Annotated[Path, typer.Argument(help="Where cases.jsonl, quarantine.jsonl and files/ go.")],
 ) -> Any:

@@ -16,7 +16,7 @@ from curation.schema import Case, SourceName
 
 
 def _registry() -> dict[SourceName, Callable[[IngestContext], Iterable[Case]]]:
-    from curation.ingest import adni, case_reports, medpix, oasis1, oasis3, radiopaedia
+    from curation.ingest import adni, bids, case_reports, medpix, oasis1, oasis3, radiopaedia
 
     return {
         SourceName.adni: adni.ingest,
@@ -25,6 +25,7 @@ def _registry() -> dict[SourceName, Callable[[IngestContext], Iterable[Case]]]:
         SourceName.radiopaedia: radiopaedia.ingest,
         SourceName.case_reports: case_reports.ingest,
         SourceName.medpix: medpix.ingest,
+        SourceName.bids: bids.ingest,
     }
 
 

@@ -1,0 +1,139 @@
+"""BIDS datasets (OpenNeuro and the like): ``sub-*/[ses-*/]anat/*.nii[.gz]`` with their JSON sidecars, read with
+pybids. ``participants.tsv`` gives age and sex; each subject's ``sub-*_sessions.tsv`` (``acq_time``) the days
+between its sessions (the dates themselves are not kept); ``dataset_description.json`` the licence and the credit
+(name, authors, DOI). Files under ``derivatives/`` (lesion masks and the like) are counted and left out: they are
+not yet read as truth."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from curation.ingest.base import IngestContext, path_digest, to_float
+from curation.ingest.oasis3 import _read_sidecar
+from curation.ingest.sequences import sequence_of_suffix
+from curation.ingest.volumes import inspect_volume
+from curation.parallel import pmap
+from curation.paths import safe_name
+from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
+
+
+def ingest(ctx: IngestContext) -> list[Case]:
+    from bids import BIDSLayout
+
+    spec = ctx.spec
+    try:
+        layout = BIDSLayout(str(ctx.raw), validate=False)
+    except Exception as exc:  # pybids raises its own errors on a folder that is no BIDS dataset
+        ctx.report.fail(".", "not_bids", f"{type(exc).__name__}: {str(exc)[:200]}")
+        return []
+    licence, attribution, origin = _credit(ctx, spec)
+    participants = _table(ctx, ctx.raw / "participants.tsv", "participant_id")
+    images = [f for f in layout.get(datatype="anat", extension=[".nii", ".nii.gz"], return_type="object")
+              if ctx.inside_raw(Path(f.path))]
+    for path in ctx.files():
+        rel = ctx.rel_raw(path)
+        if rel.startswith("derivatives/") and path.name.endswith((".nii", ".nii.gz")):
+            ctx.report.skip(rel, "derivative_not_read", "a derivative (a mask) is not yet read as truth")
+    infos = pmap(inspect_volume, [(f.path, ctx.bounds.max_volume_bytes) for f in images], workers=ctx.workers,
+                 scheduler=ctx.scheduler)
+    by_subject: dict[str, list[tuple[Any, Any]]] = {}
+    for f, info in zip(images, infos, strict=True):
+        ctx.report.inputs += 1
+        if ctx.report.record(ctx.rel_raw(Path(f.path)), info):
+            by_subject.setdefault(f.entities["subject"], []).append((f, info.value))
+    return [_case(ctx, sub, files, participants.get(f"sub-{sub}") or participants.get(sub), licence, attribution,
+                  origin) for sub, files in sorted(by_subject.items())]
+
+
+def _case(ctx: IngestContext, sub: str, files: list[tuple[Any, Any]], row: dict[str, str] | None, licence: str,
+          attribution: str, origin: str) -> Case:
+    spec = ctx.spec
+    case_id = ctx.case_id(sub)
+    days = _session_days(ctx, sub)
+    visits: dict[str, Visit] = {}
+    for f, info in sorted(files, key=lambda x: x[0].path):
+        ses = f.entities.get("session") or "1"
+        visit = visits.setdefault(ses, Visit(visit_id=f"ses-{safe_name(ses)}", days_from_baseline=days.get(ses)))
+        path = Path(f.path)
+        suffix = f.entities.get("suffix") or ""
+        rel = Path(ctx.rel_raw(path))
+        stored = [ctx.store(path, case_id, rel.as_posix())]
+        sidecar: dict[str, Any] = {}
+        side = Path(str(path).replace(".nii.gz", ".json").replace(".nii", ".json"))
+        if side.exists():
+            read = _read_sidecar(ctx, side)
+            if ctx.report.record(ctx.rel_raw(side), read):
+                sidecar = read.value
+                stored.append(ctx.store(side, case_id, rel.with_name(side.name).as_posix()))
+        extra = "-".join(f"{k}-{f.entities[k]}" for k in ("acquisition", "run") if f.entities.get(k))
+        visit.series.append(Series(
+            series_id="-".join(x for x in (visit.visit_id, "anat", safe_name(suffix), extra) if x), format="nifti",
+            sequence=sequence_of_suffix(suffix), description=suffix, files=stored, shape=tuple(info.shape[:3]),
+            sidecar=sidecar))
+    patient = Patient()
+    if row:
+        try:
+            age: float | None = to_float(row.get("age") or "")
+        except ValueError:
+            age = None
+        patient = Patient.with_age(age, sex=spec["sex"].get(str(row.get("sex") or "").strip()))
+    ordered = sorted(visits.values(), key=lambda v: (v.days_from_baseline is None, v.days_from_baseline or 0,
+                                                     v.visit_id))
+    return Case(case_id=case_id, source=SourceName.bids, license=licence, attribution=attribution, origin=origin,
+                patient=patient, visits=ordered, diagnosis=Diagnosis(),
+                provenance=Provenance(source_paths=sorted({path_digest(f"sub-{sub}")})))
+
+
+def _credit(ctx: IngestContext, spec: dict[str, Any]) -> tuple[str, str, str]:
+    """Licence, attribution and origin from ``dataset_description.json`` (name, authors, DOI, licence)."""
+    path = ctx.raw / "dataset_description.json"
+    doc: dict[str, Any] = {}
+    if path.is_file() and ctx.inside_raw(path):
+        ctx.report.inputs += 1
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+            doc = loaded if isinstance(loaded, dict) else {}
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            ctx.report.fail("dataset_description.json", "description_invalid", f"{type(exc).__name__}")
+    name = str(doc.get("Name") or ctx.raw.name)
+    authors = [str(a) for a in doc.get("Authors") or [] if isinstance(a, str)]
+    doi = str(doc.get("DatasetDOI") or "").strip()
+    origin = doi if doi.startswith("http") else (f"https://doi.org/{doi.removeprefix('doi:')}" if doi else name)
+    licence = str(doc.get("License") or spec["license"])
+    attribution = spec["attribution"].format(name=name, authors="; ".join(authors) or "not stated",
+                                             origin=origin)
+    return licence, attribution, origin
+
+
+def _table(ctx: IngestContext, path: Path, key: str) -> dict[str, dict[str, str]]:
+    """A BIDS TSV's rows by ``key`` (empty where the file is absent or unreadable, counted)."""
+    if not path.is_file() or not ctx.inside_raw(path):
+        return {}
+    ctx.report.inputs += 1
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh, delimiter="\t"))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        ctx.report.fail(ctx.rel_raw(path), "tsv_unreadable", type(exc).__name__)
+        return {}
+    return {r[key]: r for r in rows if r.get(key)}
+
+
+def _session_days(ctx: IngestContext, sub: str) -> dict[str, int]:
+    """Days from the subject's first session, by session label, from ``acq_time`` in its sessions table."""
+    rows = _table(ctx, ctx.raw / f"sub-{sub}" / f"sub-{sub}_sessions.tsv", "session_id")
+    when: dict[str, date] = {}
+    for sid, r in rows.items():
+        try:
+            when[sid.removeprefix("ses-")] = date.fromisoformat((r.get("acq_time") or "")[:10])
+        except ValueError:
+            ctx.report.skip(f"sub-{sub}/sub-{sub}_sessions.tsv#{sid}", "acq_time_unreadable",
+                            "no ISO date in acq_time: the session's interval is not known")
+    if not when:
+        return {}
+    first = min(when.values())
+    return {k: (d - first).days for k, d in when.items()}

@@ -32,33 +32,45 @@ def ingest(ctx: IngestContext) -> list[Case]:
         return []
     licence, attribution, origin = _credit(ctx, spec)
     participants = _table(ctx, ctx.raw / "participants.tsv", "participant_id")
-    images = [f for f in layout.get(datatype="anat", extension=[".nii", ".nii.gz"], return_type="object")
-              if ctx.inside_raw(Path(f.path))]
+    images = [f for f in layout.get(datatype="anat", extension=[".nii", ".nii.gz"], return_type="object")]
     for path in ctx.files():
         rel = ctx.rel_raw(path)
         if rel.startswith("derivatives/") and path.name.endswith((".nii", ".nii.gz")):
             ctx.report.skip(rel, "derivative_not_read", "a derivative (a mask) is not yet read as truth")
-    infos = pmap(inspect_volume, [(f.path, ctx.bounds.max_volume_bytes) for f in images], workers=ctx.workers,
+    # the files ingest may read (a symlink out of the raw folder is reported by the walk, once)
+    known = set(ctx.files())
+    usable = [(f, path) for f in images if (path := _under_raw(ctx, f.path)) in known]
+    infos = pmap(inspect_volume, [(str(p), ctx.bounds.max_volume_bytes) for _, p in usable], workers=ctx.workers,
                  scheduler=ctx.scheduler)
-    by_subject: dict[str, list[tuple[Any, Any]]] = {}
-    for f, info in zip(images, infos, strict=True):
+    by_subject: dict[str, list[tuple[Any, Path, Any]]] = {}
+    for (f, path), info in zip(usable, infos, strict=True):
         ctx.report.inputs += 1
-        if ctx.report.record(ctx.rel_raw(Path(f.path)), info):
-            by_subject.setdefault(f.entities["subject"], []).append((f, info.value))
+        if ctx.report.record(ctx.rel_raw(path), info):
+            by_subject.setdefault(f.entities["subject"], []).append((f, path, info.value))
     return [_case(ctx, sub, files, participants.get(f"sub-{sub}") or participants.get(sub), licence, attribution,
                   origin) for sub, files in sorted(by_subject.items())]
 
 
-def _case(ctx: IngestContext, sub: str, files: list[tuple[Any, Any]], row: dict[str, str] | None, licence: str,
+def _under_raw(ctx: IngestContext, found: str) -> Path:
+    """A path pybids gives (absolute) as the same file under the raw folder as ingest names it."""
+    p = Path(found)
+    for root in (ctx.raw.absolute(), ctx.raw.resolve()):
+        try:
+            return ctx.raw / p.relative_to(root)
+        except ValueError:
+            continue
+    return p
+
+
+def _case(ctx: IngestContext, sub: str, files: list[tuple[Any, Path, Any]], row: dict[str, str] | None, licence: str,
           attribution: str, origin: str) -> Case:
     spec = ctx.spec
     case_id = ctx.case_id(sub)
     days = _session_days(ctx, sub)
     visits: dict[str, Visit] = {}
-    for f, info in sorted(files, key=lambda x: x[0].path):
+    for f, path, info in sorted(files, key=lambda x: str(x[1])):
         ses = f.entities.get("session") or "1"
         visit = visits.setdefault(ses, Visit(visit_id=f"ses-{safe_name(ses)}", days_from_baseline=days.get(ses)))
-        path = Path(f.path)
         suffix = f.entities.get("suffix") or ""
         rel = Path(ctx.rel_raw(path))
         stored = [ctx.store(path, case_id, rel.as_posix())]
@@ -99,11 +111,12 @@ def _credit(ctx: IngestContext, spec: dict[str, Any]) -> tuple[str, str, str]:
             doc = loaded if isinstance(loaded, dict) else {}
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             ctx.report.fail("dataset_description.json", "description_invalid", f"{type(exc).__name__}")
-    name = str(doc.get("Name") or ctx.raw.name)
-    authors = [str(a) for a in doc.get("Authors") or [] if isinstance(a, str)]
-    doi = str(doc.get("DatasetDOI") or "").strip()
+    name = doc["Name"] if isinstance(doc.get("Name"), str) and doc["Name"].strip() else ctx.raw.name
+    listed = doc.get("Authors")
+    authors = [a for a in listed if isinstance(a, str)] if isinstance(listed, list) else []
+    doi = doc["DatasetDOI"].strip() if isinstance(doc.get("DatasetDOI"), str) else ""
     origin = doi if doi.startswith("http") else (f"https://doi.org/{doi.removeprefix('doi:')}" if doi else name)
-    licence = str(doc.get("License") or spec["license"])
+    licence = doc["License"] if isinstance(doc.get("License"), str) and doc["License"].strip() else spec["license"]
     attribution = spec["attribution"].format(name=name, authors="; ".join(authors) or "not stated",
                                              origin=origin)
     return licence, attribution, origin

@@ -223,3 +223,12 @@ def test_a_release_of_real_teaching_cases_credits_each_item_to_its_true_origin(t
         assert r.origin == origins[r.case_id] and uid.startswith("MPX"), r.item_id
         assert r.license.startswith("MedPix terms") and r.license_class == "no_licence_stated"
         assert f"MedPix teaching case {uid}," in r.attribution and "Radiopaedia" not in r.attribution
+
+
+def test_no_option_is_the_key_or_another_option_in_more_words() -> None:
+    from curation.generate.teaching import _distinct
+
+    options = ["Isolated optic pathway glioma", "Optic pathway glioma", "Neurofibromatosis type 2", "Glioma"]
+    assert _distinct(options, "Neurofibromatosis type 1") == ["Isolated optic pathway glioma",
+                                                              "Neurofibromatosis type 2"]
+    assert _distinct(["Optic pathway glioma", "Meningioma"], "Isolated optic pathway glioma") == ["Meningioma"]

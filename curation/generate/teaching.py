@@ -269,7 +269,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         f["dx"] = dx
         options = [d for d in dx_table.differential(case.diagnosis.differential) if d != dx]
         options += [dx_table.canonical(m) for m in entry.mimics]
-        f["dx_options"] = [d for d in dict.fromkeys(options) if d != dx and d not in set(entry.within)]
+        f["dx_options"] = _distinct([d for d in dict.fromkeys(options) if d != dx and d not in set(entry.within)], dx)
         # the diagnosis is asked from the image alone where the table says one image decides it (a Chiari
         # malformation, a colloid cyst); with the history elsewhere (one slice of an extra-axial mass does not tell an
         # epidermoid from a craniopharyngioma: 3 of 6 image-only items failed a clinical read when asked by site),
@@ -398,6 +398,18 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         rare = sorted((k for k in MR_KINDS if k not in COMMON_KINDS and k != fig.kind),
                       key=lambda k: (-kinds_asked[k], KIND_RARITY.index(k)))
         f["kind_options"] = [kind_name(k) for k in [*common, *rare][:4] if k in all_kinds()]
+
+
+def _distinct(options: list[str], key: str) -> list[str]:
+    """``options`` less each one whose name holds the key's or an earlier option's, or is held by it ("Isolated
+    optic pathway glioma" beside "Optic pathway glioma": one disease twice, a clinical read)."""
+    kept: list[str] = []
+    for o in options:
+        a = f" {fold(o)} "
+        if any(f" {fold(k)} " in a or a in f" {fold(k)} " for k in [key, *kept]):
+            continue
+        kept.append(o)
+    return kept
 
 
 def _compartment_facts(f: dict[str, Any], fig: Figure, site: str | None, dx_table: Diagnoses,

@@ -97,8 +97,7 @@ def change_between(baseline_img: Any, followup_img: Any, p: ChangeParams) -> tup
 @dataclass(frozen=True)
 class ChangeTask:
     """A follow-up FLAIR (``moving``, the normalized volume staged in ``out_dir``) against the baseline FLAIR
-    (``fixed``, of series ``reference`` at visit ``reference_visit``), both rendered where they differ, in the
-    baseline's ``window``."""
+    (``fixed``, of series ``reference`` at visit ``reference_visit``), both rendered where they differ."""
 
     params: Any  # NormalizeParams
     fixed: str
@@ -107,7 +106,6 @@ class ChangeTask:
     final_dir: str
     reference: str
     reference_visit: str
-    window: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +119,8 @@ class Changed:
 
 def change_series(job: ChangeTask) -> Any:
     """Outcome of comparing one follow-up FLAIR with its baseline: the change, and the baseline's and the registered
-    follow-up's axial slices through it (same grid, so the same position in mm; same window), or the failure."""
+    follow-up's axial slices through it (same grid, so the same position in mm; each in its own window: two
+    acquisitions months apart need not share a scale), or the failure."""
     from pathlib import Path
 
     import nibabel as nib
@@ -154,6 +153,6 @@ def change_series(job: ChangeTask) -> Any:
     renders = []
     for data, role, prefix in ((base, "change_baseline", "change_baseline_"), (moved, "change", "change_")):
         renders += render_volume(data, data > float(data.mean()), spacing, p, Path(job.out_dir), Path(job.final_dir),
-                                 targets=[target], window_override=job.window, role=role, prefix=prefix,
+                                 targets=[target], role=role, prefix=prefix,
                                  only_targets=True)
     return Outcome.success(Changed(change, renders, step))

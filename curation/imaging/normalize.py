@@ -304,7 +304,6 @@ def _change_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]]
         if len(visits) < 2 or visits[0].days_from_baseline is None:
             continue
         base = next(s for s in visits[0].series if s.sequence == "FLAIR" and s.nifti)
-        window = next((r.window for r in base.renders if r.window), None)
         for visit in visits[1:]:
             if visit.days_from_baseline is None or visit.days_from_baseline <= (visits[0].days_from_baseline or 0):
                 continue
@@ -312,7 +311,7 @@ def _change_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]]
             t, r = staged[id(s)], staged[id(base)]
             jobs.append((ChangeTask(params, str(Path(r.out_dir) / "volume.nii.gz"),
                                     str(Path(t.out_dir) / "volume.nii.gz"), t.out_dir, t.final_dir, base.series_id,
-                                    visits[0].visit_id, window), s))
+                                    visits[0].visit_id), s))
     for (job, s), res in zip(jobs, pmap(change_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
                              strict=True):
         if not res.ok:

@@ -32,15 +32,18 @@ def test_every_volume_item_shows_its_target(pipeline: Path, monkeypatch: pytest.
             render = next(r for r in s.renders if r.path == ev.image)
             assert (render.plane, render.slice_index, render.position_mm) == (ev.plane, ev.slice_index,
                                                                              ev.position_mm)
-            assert render.target == ev.target and render.role in ("target", "paired"), (it.template_id, render)
+            assert render.target == ev.target and render.role in ("target", "paired", "change", "change_baseline"), \
+                (it.template_id, render)
             if ev.plane == "montage":
                 checked += 1
                 continue
             gt = phantom.ground_truth(atrophy=spec["atrophy"], lesion=spec["lesion"], pose=spec["pose"],
                                    subject=spec["subject_anatomy"])
             pts = _world(gt[ev.target], _source_affine(spec))
-            if render.role == "paired":  # the follow-up's truth in the baseline's world, where it was rendered
-                step = next(st for st in s.provenance if st.name == "register_to_baseline")
+            if render.role in ("paired", "change"):  # the follow-up's truth in the baseline's world, where it was
+                # rendered (registered to the baseline T1w, or, for a lesion change, to the baseline FLAIR)
+                name = "register_to_baseline" if render.role == "paired" else "lesion_change"
+                step = next(st for st in s.provenance if st.name == name)
                 to_base = np.linalg.inv(np.asarray(step.args["baseline_to_followup_ras"]))
                 pts = (to_base[:3, :3] @ pts.T).T + to_base[:3, 3]
             assert _in_plane(pts, PLANE_NORMAL[ev.plane], ev.position_mm) > 0, (it.template_id, it.case_id, ev)

@@ -44,7 +44,7 @@ COMPARTMENTS = {"intra-axial": "Intra-axial (brain parenchyma)",
                 "intraventricular": "Intraventricular (within a ventricle)",
                 "sellar": "Sellar or suprasellar region",
                 "bone": "Skull bone (vault or skull base)"}
-# a compartment is the key of at most this share of compartment items (after its first two): most teaching
+# a compartment leads every other by one key at most, beyond this share of the compartment items: most teaching
 # diseases are intra-axial, and a guesser would pick that wherever it is offered
 MAX_COMPARTMENT_SHARE = 0.28
 _SAID_SITE = {"extra-axial": re.compile(r"\bextra-?\s?axial\b", re.I),
@@ -437,7 +437,7 @@ def _compartment_facts(f: dict[str, Any], fig: Figure, site: str | None, dx_tabl
     counts = {s: asked[f"compartment:{s}"] for s in COMPARTMENTS}
     key, total, lead = f"compartment:{site}", sum(counts.values()), max(n for s, n in counts.items() if s != site)
     # a key may lead the commonest other one by one; beyond that only within its share
-    if asked[key] > max(MAX_SAME_KEY - 1, lead) and asked[key] + 1 > MAX_COMPARTMENT_SHARE * (total + 1):
+    if asked[key] > lead and asked[key] + 1 > MAX_COMPARTMENT_SHARE * (total + 1):
         return
     asked[key] += 1
     f["image"]["compartment_figure"] = _evidence(fig)

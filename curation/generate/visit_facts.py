@@ -169,9 +169,9 @@ def change_facts(case: Case, visits: list[Visit], common: dict[str, Any],
             if s1.sequence != "FLAIR" or not change.get("found"):
                 continue
             r1 = next((r for r in s1.renders if r.role == "change"), None)
-            r0 = next((r for r in s1.renders if r.role == "change_baseline"), None)
             v0 = next((v for v in visits if v.visit_id == change.get("reference_visit")), None)
             s0 = next((s for s in v0.series if s.series_id == change.get("reference")), None) if v0 else None
+            r0 = next((r for r in s0.renders if r.path == change.get("baseline_render")), None) if s0 else None
             if r0 is None or r1 is None or v0 is None or s0 is None:
                 continue
             phrase = (knowledge.get("lesion_changes") or {}).get(change["found"])

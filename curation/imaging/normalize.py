@@ -297,7 +297,7 @@ def _change_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]]
     from curation.imaging.change import Changed, ChangeTask, change_series
 
     staged = {id(s): t for t, s in series_tasks}
-    jobs: list[tuple[ChangeTask, Any]] = []
+    jobs: list[tuple[ChangeTask, tuple[Any, Any]]] = []
     for case in cases:
         visits = sorted((v for v in case.visits if any(s.sequence == "FLAIR" and s.nifti for s in v.series)),
                         key=lambda v: (v.days_from_baseline is None, v.days_from_baseline or 0))
@@ -311,9 +311,9 @@ def _change_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]]
             t, r = staged[id(s)], staged[id(base)]
             jobs.append((ChangeTask(params, str(Path(r.out_dir) / "volume.nii.gz"),
                                     str(Path(t.out_dir) / "volume.nii.gz"), t.out_dir, t.final_dir, base.series_id,
-                                    visits[0].visit_id), s))
-    for (job, s), res in zip(jobs, pmap(change_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
-                             strict=True):
+                                    visits[0].visit_id), (s, base)))
+    for (job, (s, base)), res in zip(jobs, pmap(change_series, [j for j, _ in jobs], workers=workers,
+                                                 scheduler=scheduler), strict=True):
         if not res.ok:
             report.counts["lesion_change_failed"] += 1
             s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), res.reason]}
@@ -325,8 +325,13 @@ def _change_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]]
             s.qc = {**s.qc, "change": {"found": None, "reference": job.reference}}
             continue
         c = got.change
-        s.renders.extend(Render(**r) for r in got.renders)
+        # each render on the series it shows (the baseline's slice is the baseline's, though written beside the
+        # follow-up's)
+        for shown in got.renders:
+            (base if shown["role"] == "change_baseline" else s).renders.append(Render(**shown))
+        baseline_render = next(x["path"] for x in got.renders if x["role"] == "change_baseline")
         s.qc = {**s.qc, "change": {"found": c.kind, "reference": job.reference, "reference_visit": job.reference_visit,
+                                   "baseline_render": baseline_render,
                                    "centre_mm": c.centre_mm, "slice_index": c.slice_index,
                                    "volume_mm3": c.volume_mm3, "contrast": c.contrast, "count": c.count}}
         report.counts[f"lesion_change_{c.kind}"] += 1

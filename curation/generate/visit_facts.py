@@ -137,7 +137,7 @@ def pair_facts(case: Case, visits: list[Visit], common: dict[str, Any],
             continue
         f: dict[str, Any] = {**common, "kind": "pair", "visit_id": f"{v0.visit_id}+{v1.visit_id}", "image": images}
         days = (v1.days_from_baseline or 0) - (v0.days_from_baseline or 0)
-        f["interval"] = f"{round(days / 30.44)} months" if days < 730 else f"{days / 365.25:.1f} years"
+        f["interval"] = interval_phrase(days)
         if case.patient.age is not None:
             f["age_phrase"] = age_phrase(case.patient.age + int((v0.days_from_baseline or 0) / 365.25),
                                           case.patient.age_90_plus)
@@ -156,6 +156,11 @@ def pair_facts(case: Case, visits: list[Visit], common: dict[str, Any],
             f["ventricles_ml_baseline"], f["ventricles_ml_followup"] = round(vent0 / 1000, 1), round(vent1 / 1000, 1)
         return f
     return None
+
+
+def interval_phrase(days: int) -> str:
+    """How an item tells the time between two visits: months under two years, else years."""
+    return f"{round(days / 30.44)} months" if days < 730 else f"{days / 365.25:.1f} years"
 
 
 def change_facts(case: Case, visits: list[Visit], common: dict[str, Any],
@@ -181,7 +186,7 @@ def change_facts(case: Case, visits: list[Visit], common: dict[str, Any],
                                  "image": {"baseline_change": evidence_of(r0, s0, v0, "lesion").model_dump(),
                                            "followup_change": evidence_of(r1, s1, v1, "lesion").model_dump()}}
             days = (v1.days_from_baseline or 0) - (v0.days_from_baseline or 0)
-            f["interval"] = f"{round(days / 30.44)} months" if days < 730 else f"{days / 365.25:.1f} years"
+            f["interval"] = interval_phrase(days)
             f["lesion_change"] = phrase
             f["lesion_change_mm3"] = change.get("volume_mm3")
             return f

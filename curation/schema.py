@@ -85,6 +85,10 @@ class Step(Model):
 Target = Literal["hippocampus", "lateral_ventricles", "lesion", "brain", "figure"]
 
 
+# how a lesion was located where the source's own segmentation placed it (a BIDS derivative): the truth, not a finding
+MASK_LOCATED = "lesion_mask"
+
+
 class Render(Model):
     plane: Literal["axial", "coronal", "sagittal", "figure", "montage"]
     slice_index: int | None = None
@@ -120,6 +124,9 @@ class Series(Model):
     format: Literal["dicom", "analyze", "nifti", "png", "jpeg"]
     files: list[str] = Field(default_factory=list)
     nifti: str | None = None
+    # a lesion segmentation the source ships for this volume (a BIDS derivative on its grid): where the lesion is,
+    # as truth, instead of what the normalize stage's finder reads from the intensities
+    lesion_mask: str | None = None
     sidecar: dict[str, Any] = Field(default_factory=dict)
     spacing: tuple[float, ...] | None = None
     shape: tuple[int, ...] | None = None

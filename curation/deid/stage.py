@@ -48,6 +48,7 @@ CASE_NOT_TEXT_FIELDS = (
     "figures[].renders[].located_by", "figures[].renders[].path", "provenance.source_paths[]",
     "provenance.stages.*", "visits[].visit_id", "visits[].diagnosis", "visits[].scores.*",
     "visits[].series[].files[]", "visits[].series[].modality", "visits[].series[].nifti",
+    "visits[].series[].lesion_mask",
     "visits[].series[].orientation", "visits[].series[].provenance[].name", "visits[].series[].provenance[].version",
     "visits[].series[].renders[].located_by", "visits[].series[].renders[].path", "visits[].series[].sequence",
     "visits[].series[].series_id", "findings[].anatomy", "findings[].label", "findings[].section",
@@ -372,6 +373,15 @@ def _volume_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
         actions.update({f"sidecar.{k}": "X" for k in dropped})
     series.files = files
     job.audit.append({"case_id": case.case_id, "file": files[0], "actions": actions})
+    if series.lesion_mask:  # the source's lesion mask: a volume like the image, its header text removed alike
+        ext = next((e for e in VOLUME_SUFFIXES if series.lesion_mask.endswith(e)), ".nii.gz")
+        mask = (clean_volume(series.lesion_mask, str(job.staging / base / f"lesion_mask{ext}"),
+                             job.params.bounds.max_volume_bytes)
+                if job.readable(series.lesion_mask) else OUTSIDE_INPUT)
+        series.lesion_mask = job.written(base / f"lesion_mask{ext}") if job.record(series.lesion_mask, mask) else None
+        if series.lesion_mask:
+            job.audit.append({"case_id": case.case_id, "file": series.lesion_mask,
+                              "actions": {f: "X" for f in mask.value.removed}})
     return True
 
 

@@ -45,6 +45,15 @@ class LesionFacts(BaseModel):
     small: bool = False  # the report calls it small (a size word before it, or up to 10 mm): finding_facts
 
 
+class MaskLesionFacts(BaseModel):
+    """The lesion as the source's own mask gives it (normalize: located_by lesion_mask), on its render's slice."""
+
+    model_config = ConfigDict(extra="forbid")
+    laterality: str | None = None  # left, right or bilateral on the shown slice; None where neither is clear
+    count: int
+    largest_mm3: float
+
+
 class DeficitFacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
     label: str
@@ -87,6 +96,7 @@ class Facts(BaseModel):
     figure_id: str | None = None
     image_sequence: str | None = None  # the sequence of the lesion image shown (a reader always knows it)
     lesion: LesionFacts | None = None
+    mask_lesion: MaskLesionFacts | None = None
     findings_text: str | None = None
     territory: str | None = None
     deficit: DeficitFacts | None = None
@@ -140,7 +150,8 @@ def known_fact(dotted: str) -> bool:
         return False
     if not rest:
         return True
-    nested = {"lesion": LesionFacts, "deficit": DeficitFacts}.get(head)
+    nested: type[BaseModel] | None = {"lesion": LesionFacts, "mask_lesion": MaskLesionFacts,
+                                      "deficit": DeficitFacts}.get(head)
     return nested is not None and rest in nested.model_fields
 
 

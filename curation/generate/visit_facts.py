@@ -16,7 +16,7 @@ from curation.generate.renders import (
     usable,
 )
 from curation.generate.values import age_phrase, fmt, grade_of, score_of
-from curation.schema import Case, Visit
+from curation.schema import MASK_LOCATED, Case, Visit
 
 LESION_SEQUENCES = ("FLAIR", "T2w", "DWI", "SWI")
 TARGET_SEQUENCE = "T1w"  # the anatomy of dementia items is read on T1-weighted images
@@ -59,6 +59,11 @@ def visit_facts(f: dict[str, Any], case: Case, visit: Visit, knowledge: dict[str
                    for r in [target_render(s, "lesion")] if r is not None), None)
     if lesion is not None:
         images["lesion"] = evidence_of(lesion[1], lesion[0], visit, "lesion").model_dump()
+        placed = next((t for t in lesion[0].qc.get("targets") or [] if isinstance(t, dict)
+                       and t.get("target") == "lesion" and t.get("slice_index") == lesion[1].slice_index), {})
+        if placed.get("located_by") == MASK_LOCATED:  # the source's mask is the truth of where the lesion is
+            f["mask_lesion"] = {"laterality": placed.get("laterality"), "count": placed["count"],
+                                "largest_mm3": placed["largest_mm3"]}
     known = [s for s in visit.series if s.sequence and usable(s) and mid_render(s) is not None]
     if known:
         # which series a sequence question shows is drawn per case, so the answer is not always the first sequence

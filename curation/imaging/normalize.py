@@ -104,7 +104,7 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
                 for s in visit.series:
                     rel = Path("files") / safe_name(case.case_id) / safe_name(s.series_id)
                     series_tasks.append((SeriesTask(s.format, s.files, params, str(staging / rel), str(dst / rel),
-                                                    s.sequence, threads), s))
+                                                    s.sequence, threads, s.lesion_mask), s))
             for fig in case.figures:
                 if fig.path and fig.qc.get("pixel_text", {}).get("review"):
                     # burned-in text deidentify could not read with confidence: no render, so no item shows it

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from curation.params import NormalizeParams
+from curation.schema import MASK_LOCATED
 
 PLANE_NORMAL = {"sagittal": 0, "coronal": 1, "axial": 2}
 AXIS_NAME = "xyz"
@@ -74,11 +75,12 @@ def slice_index(affine: np.ndarray, shape: tuple[int, ...], axis: int, point_mm:
 
 
 def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: NormalizeParams,
-           refused: dict[str, str] | None = None, fit: Any = None) -> dict[str, Any]:
+           refused: dict[str, str] | None = None, fit: Any = None, mask: np.ndarray | None = None) -> dict[str, Any]:
     """``_locate``; an odd volume that breaks it loses its targets (reason recorded), never its other renders.
-    ``fit`` is the series' anatomy fit when an earlier step made it (one registration per volume)."""
+    ``fit`` is the series' anatomy fit when an earlier step made it (one registration per volume); ``mask`` the
+    source's lesion mask on the series' grid, which places the lesion instead of the finder."""
     try:
-        return _locate(data, affine, sequence, p, refused or {}, fit)
+        return _locate(data, affine, sequence, p, refused or {}, fit, mask)
     except Exception as exc:  # numpy/scipy/ITK raise many types on degenerate volumes
         return {"targets": [], "anatomy": {"fit": "failed", "not_located": {
             t: f"target location failed ({type(exc).__name__}: {str(exc)[:200]})" for t in sorted(p.targets)}}}
@@ -151,7 +153,7 @@ def brain_check(data: np.ndarray, affine: np.ndarray, fit: Any) -> str | None:
 
 
 def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: NormalizeParams,
-            refused: dict[str, str], fit: Any) -> dict[str, Any]:
+            refused: dict[str, str], fit: Any, mask: np.ndarray | None = None) -> dict[str, Any]:
     """Target placements for a normalized series: ``{"targets": [...], "anatomy": {...}}``. Each target is
     ``{target, plane, slice_index, position_mm, located_by}`` (the brain montage has ``slices`` instead); a target
     that cannot be placed is left out and its reason listed in ``anatomy["not_located"]``."""
@@ -162,6 +164,13 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
                                                       "registration": "antspyx",
                                                       "version": anatomy.VERSION, "not_located": {}}}
     wanted = set(p.targets)
+    if mask is not None and "lesion" in wanted:  # the source's mask is the truth: no finder, and no fit for it
+        wanted.discard("lesion")
+        placed, why = place_mask_lesion(mask, data, affine, p.lesion_small_mm3)
+        if placed is None:
+            out["anatomy"]["not_located"]["lesion"] = why
+        else:
+            out["targets"].append(placed)
     if not wanted:
         return out
     try:
@@ -266,6 +275,57 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
                                            "target_fraction": fraction(found.mask.astype(np.float32), 2, centre[:3]),
                                            "centre_mm": [round(float(v), 2) for v in centre[:3]]})
     return out
+
+
+ONE_SIDE_SHARE = 0.9  # a slice's lesion lies on one side where at least this share of its area does ...
+BOTH_SIDES_SHARE = 0.2  # ... and on both where each side holds at least this share (else no side is told)
+
+
+def place_mask_lesion(mask: np.ndarray, data: np.ndarray, affine: np.ndarray,
+                      small_mm3: float) -> tuple[dict[str, Any] | None, str]:
+    """The lesion target as the source's mask gives it (on the series' grid): the axial slice showing the most
+    lesion, the count of lesions (26-connected parts of at least ``small_mm3``), the largest and smallest of them,
+    the mask's whole volume, and the side of the brain the slice's lesion lies on (the brain's midline in that
+    slice: the middle of the imaged object's left-right extent). None, with why, where the mask holds no lesion of
+    that size."""
+    from scipy import ndimage
+
+    from curation.imaging.templatefit import head_mask
+
+    voxel_mm3 = float(abs(np.linalg.det(affine[:3, :3])))
+    labels, n = ndimage.label(mask, structure=np.ones((3, 3, 3), bool))
+    sizes = np.bincount(labels.ravel(), minlength=n + 1)[1:]
+    kept = [k + 1 for k in np.argsort(-sizes, kind="stable") if sizes[k] * voxel_mm3 >= small_mm3]
+    if not kept:
+        return None, f"the source's lesion mask holds no lesion of {small_mm3:g} mm3 or more"
+    lesion = np.isin(labels, kept)
+    idx = int(np.argmax(lesion.sum(axis=(0, 1))))
+    cut = np.argwhere(lesion[:, :, idx])
+    ij = cut.mean(axis=0)
+    centre = (affine @ np.array([ij[0], ij[1], idx, 1.0]))[:3]
+    body = ndimage.binary_fill_holes(head_mask(data)[:, :, idx])
+    inside = np.argwhere(body | lesion[:, :, idx])
+    world_x = lambda vox: (affine @ np.c_[vox, np.full(len(vox), idx), np.ones(len(vox))].T)[0]  # noqa: E731
+    xs = world_x(inside)
+    midline = (np.percentile(xs, 1) + np.percentile(xs, 99)) / 2.0
+    right = float((world_x(cut) > midline).mean())  # RAS: x grows to the patient's right
+    side = ("right" if right >= ONE_SIDE_SHARE else "left" if right <= 1 - ONE_SIDE_SHARE
+            else "bilateral" if min(right, 1 - right) >= BOTH_SIDES_SHARE else None)
+    largest = labels == kept[0]
+    placed: dict[str, Any] = {
+        "target": "lesion", "plane": "axial", "slice_index": idx,
+        "position_mm": slice_position(affine, data.shape, 2, idx, centre), "located_by": MASK_LOCATED,
+        "volume_mm3": round(float(sizes[kept[0] - 1]) * voxel_mm3, 1), "count": len(kept),
+        "largest_mm3": round(float(sizes[kept[0] - 1]) * voxel_mm3, 1),
+        "smallest_mm3": round(float(sizes[kept[-1] - 1]) * voxel_mm3, 1),
+        "total_mm3": round(float(sizes.sum()) * voxel_mm3, 1),  # the whole mask: its lesion load
+        "largest_centre_mm": [round(float(v), 2) for v in (affine @ np.append(np.argwhere(largest).mean(axis=0),
+                                                                               1.0))[:3]],
+        "target_fraction": round(float(len(cut)) / max(int(body.sum()), 1), 4),
+        "centre_mm": [round(float(v), 2) for v in centre]}
+    if side is not None:
+        placed["laterality"] = side
+    return placed, ""
 
 
 def _through_one_side(points: np.ndarray, axis: int, shown: Any) -> np.ndarray:

@@ -1,8 +1,9 @@
 """BIDS datasets (OpenNeuro and the like): ``sub-*/[ses-*/]anat/*.nii[.gz]`` with their JSON sidecars, read with
 pybids. ``participants.tsv`` gives age and sex; each subject's ``sub-*_sessions.tsv`` (``acq_time``) the days
 between its sessions (the dates themselves are not kept); ``dataset_description.json`` the licence and the credit
-(name, authors, DOI). Files under ``derivatives/`` (lesion masks and the like) are counted and left out: they are
-not yet read as truth."""
+(name, authors, DOI). A lesion mask under ``derivatives/`` (the spec's ``lesion_masks``) goes with the raw images of
+its subject and session on the same voxel grid, as the truth of where their lesions are; other derivatives are
+counted and left out."""
 
 from __future__ import annotations
 
@@ -33,10 +34,7 @@ def ingest(ctx: IngestContext) -> list[Case]:
     licence, attribution, origin = _credit(ctx, spec)
     participants = _table(ctx, ctx.raw / "participants.tsv", "participant_id")
     images = [f for f in layout.get(datatype="anat", extension=[".nii", ".nii.gz"], return_type="object")]
-    for path in ctx.files():
-        rel = ctx.rel_raw(path)
-        if rel.startswith("derivatives/") and path.name.endswith((".nii", ".nii.gz")):
-            ctx.report.skip(rel, "derivative_not_read", "a derivative (a mask) is not yet read as truth")
+    masks = _lesion_masks(ctx, spec["lesion_masks"])
     # the files ingest may read (a symlink out of the raw folder is reported by the walk, once)
     known = set(ctx.files())
     usable = [(f, path) for f in images if (path := _under_raw(ctx, f.path)) in known]
@@ -47,8 +45,74 @@ def ingest(ctx: IngestContext) -> list[Case]:
         ctx.report.inputs += 1
         if ctx.report.record(ctx.rel_raw(path), info):
             by_subject.setdefault(f.entities["subject"], []).append((f, path, info.value))
+    matched = _match_masks(ctx, masks, by_subject)
     return [_case(ctx, sub, files, participants.get(f"sub-{sub}") or participants.get(sub), licence, attribution,
-                  origin) for sub, files in sorted(by_subject.items())]
+                  origin, matched) for sub, files in sorted(by_subject.items())]
+
+
+def _lesion_masks(ctx: IngestContext, rule: dict[str, list[str]]) -> list[tuple[Path, dict[str, Any]]]:
+    """The lesion masks under ``derivatives/`` with their BIDS entities; every other derivative volume is counted as
+    not read, with why."""
+    from bids.layout import parse_file_entities
+
+    found = []
+    for path in ctx.files():
+        rel = ctx.rel_raw(path)
+        if not (rel.startswith("derivatives/") and path.name.endswith((".nii", ".nii.gz"))):
+            continue
+        ent = parse_file_entities("/" + rel)
+        named = " ".join(str(ent.get(k) or "") for k in ("desc", "label")).lower()
+        if ent.get("suffix") not in rule["suffixes"] or not any(w in named for w in rule["words"]):
+            ctx.report.skip(rel, "derivative_not_read", "not a lesion mask (its suffix, desc or label)")
+        elif any(w in named for w in rule["not_words"]):
+            ctx.report.skip(rel, "derivative_not_read", "a mask of a change between sessions, not of one image")
+        elif not ent.get("subject") or ent.get("space") not in (None, "orig", "individual", "native"):
+            ctx.report.skip(rel, "derivative_not_read", "no subject, or in a template space, not the image's own")
+        else:
+            found.append((path, ent))
+    return found
+
+
+def _match_masks(ctx: IngestContext, masks: list[tuple[Path, dict[str, Any]]],
+                 by_subject: dict[str, list[tuple[Any, Path, Any]]]) -> dict[Path, Path]:
+    """Raw image -> its lesion mask: of its subject, of its session (a mask without one: of a subject with one
+    session), of the same acquisition and run where the mask names them, and on the image's voxel grid. A mask that
+    fits none of them, or two masks that fit one image, are counted and left out."""
+    import nibabel as nib
+    import numpy as np
+
+    out: dict[Path, Path] = {}
+    for path, ent in masks:
+        rel = ctx.rel_raw(path)
+        images = by_subject.get(str(ent["subject"]), [])
+        sessions = {f.entities.get("session") for f, _, _ in images}
+        if ent.get("session") is None and len(sessions) > 1:
+            ctx.report.skip(rel, "mask_unmatched", "no session named, and its subject has several")
+            continue
+        try:
+            grid: Any = nib.load(str(path))  # a NIfTI image (nibabel types it as any file-based one)
+            shape, affine = tuple(grid.shape[:3]), grid.affine
+        except Exception as exc:  # nibabel raises many types on a damaged header
+            ctx.report.fail(rel, "mask_unreadable", type(exc).__name__)
+            continue
+        fits = []
+        for f, img_path, _ in images:
+            if any(ent.get(k) is not None and f.entities.get(k) != ent.get(k)
+                   for k in ("session", "acquisition", "run")):
+                continue
+            raw: Any = nib.load(str(img_path))
+            if tuple(raw.shape[:3]) == shape and np.allclose(raw.affine, affine, atol=1e-3):
+                fits.append(img_path)
+        if not fits:
+            ctx.report.skip(rel, "mask_unmatched", "no raw image of its subject and session on its voxel grid")
+            continue
+        ctx.report.inputs += 1
+        for img_path in fits:
+            if img_path in out:
+                ctx.report.skip(rel, "mask_unmatched", f"a second lesion mask for {ctx.rel_raw(img_path)}")
+                continue
+            out[img_path] = path
+    return out
 
 
 def _under_raw(ctx: IngestContext, found: str) -> Path:
@@ -63,7 +127,7 @@ def _under_raw(ctx: IngestContext, found: str) -> Path:
 
 
 def _case(ctx: IngestContext, sub: str, files: list[tuple[Any, Path, Any]], row: dict[str, str] | None, licence: str,
-          attribution: str, origin: str) -> Case:
+          attribution: str, origin: str, masks: dict[Path, Path]) -> Case:
     spec = ctx.spec
     case_id = ctx.case_id(sub)
     days = _session_days(ctx, sub)
@@ -82,10 +146,12 @@ def _case(ctx: IngestContext, sub: str, files: list[tuple[Any, Path, Any]], row:
                 sidecar = read.value
                 stored.append(ctx.store(side, case_id, rel.with_name(side.name).as_posix()))
         extra = "-".join(f"{k}-{f.entities[k]}" for k in ("acquisition", "run") if f.entities.get(k))
+        mask = masks.get(path)
+        stored_mask = (ctx.store(mask, case_id, ctx.rel_raw(mask)) if mask is not None else None)
         visit.series.append(Series(
             series_id="-".join(x for x in (visit.visit_id, "anat", safe_name(suffix), extra) if x), format="nifti",
             sequence=sequence_of_suffix(suffix), description=suffix, files=stored, shape=tuple(info.shape[:3]),
-            sidecar=sidecar))
+            sidecar=sidecar, lesion_mask=stored_mask))
     patient = Patient()
     if row:
         try:

@@ -32,10 +32,11 @@ class SeriesTask:
     final_dir: str
     sequence: str | None = None
     threads: int | None = None  # SimpleITK's thread count while this task runs (None: as it is)
+    lesion_mask: str | None = None  # the source's lesion mask of this volume (Series.lesion_mask): the lesion's truth
 
     @property
     def inputs(self) -> list[str]:
-        return list(self.files)
+        return [*self.files, *([self.lesion_mask] if self.lesion_mask else [])]
 
 
 @dataclass

@@ -1,0 +1,123 @@
+"""Lesion masks that come with a source are its truth: a real glioma (BraTS, FLAIR and post-contrast T1) and a real MS
+patient (Ljubljana, FLAIR) laid out as a BIDS dataset with their expert masks under derivatives/, through ingest,
+de-identification, normalize and generation. Each image's lesion render is placed by its own mask (no finder), its
+slice cuts the mask where the mask is widest, its count and volume are the mask's, and the side an item keys is the
+side a person reads on the image. A change mask, and a mask on another voxel grid, are counted and left out.
+Skipped when ../shared is absent."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from curation.jsonio import read_jsonl
+from curation.schema import MASK_LOCATED, Case, Item
+
+from .factories import project_params
+
+LESIONS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lesions"
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not (LESIONS / "README.md").is_file(),
+                                                  reason="../shared/fixtures/lesions absent")]
+# subject -> (fixture folder, {BIDS name: fixture file})
+SUBJECTS = {"g05": ("brats_pat0005", {"FLAIR": "flair", "ce-gadolinium_T1w": "t1c"}),
+            "m07": ("ms_patient07", {"FLAIR": "flair"})}
+# read on the image by a person, not by the code: brats_pat0005's tumour lies in the right hemisphere (the left of
+# the image in radiological convention; the mask's voxels lie towards the patient's right of the brain's middle)
+SIDE = {"g05": "right"}
+
+
+@pytest.fixture(scope="module")
+def curated(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    from curation.deid.stage import run as deid
+    from curation.generate.stage import run as generate
+    from curation.imaging.normalize import run as normalize
+    from curation.ingest import run as ingest
+    from curation.nlp.extract import run as extract
+
+    root = tmp_path_factory.mktemp("bids-masks") / "lesions"
+    root.mkdir()
+    (root / "dataset_description.json").write_text(json.dumps({"Name": "Real lesions", "BIDSVersion": "1.8.0",
+                                                               "License": "CC BY-NC-SA 3.0"}))
+    for sub, (folder, files) in SUBJECTS.items():
+        anat = root / f"sub-{sub}" / "anat"
+        anat.mkdir(parents=True)
+        for name, src in files.items():
+            shutil.copy(LESIONS / folder / f"{src}.nii.gz", anat / f"sub-{sub}_{name}.nii.gz")
+        deriv = root / "derivatives" / "experts" / f"sub-{sub}" / "anat"
+        deriv.mkdir(parents=True)
+        shutil.copy(LESIONS / folder / "mask.nii.gz", deriv / f"sub-{sub}_desc-lesion_mask.nii.gz")
+    other = root / "derivatives" / "other" / "sub-g05" / "anat"
+    other.mkdir(parents=True)
+    # the MS patient's mask filed under the glioma patient: another voxel grid, so no image of that subject
+    shutil.copy(LESIONS / "ms_patient07" / "mask.nii.gz", other / "sub-g05_label-lesion_mask.nii.gz")
+    # a change between two sessions is no lesion of one image
+    shutil.copy(LESIONS / "brats_pat0005" / "mask.nii.gz", other / "sub-g05_desc-lesionchange_mask.nii.gz")
+
+    work = tmp_path_factory.mktemp("bids-masks-work")
+    p = project_params()
+    p.ingest.copy_files = True  # the dataset lies outside the work folder
+    p.normalize.targets = ["lesion"]
+    old = Path.cwd()
+    os.chdir(work)
+    try:
+        reports = {"ingest": ingest(p.ingest, "bids", root, work / "ingest" / "bids").as_dict()}
+        reports["deid"] = deid(p.deidentify, work / "ingest", work / "deid").as_dict()
+        reports["normalize"] = normalize(p.normalize, work / "deid", work / "normalize", workers=2).as_dict()
+        extract(p.extract, work / "normalize", work / "extract")
+        generate(p.generate, work / "extract", work / "generate")
+        cases = list(read_jsonl(work / "normalize" / "cases.jsonl", Case))
+        items = list(read_jsonl(work / "generate" / "items.jsonl", Item))
+        images = {i.item_id: all((work / x).is_file() for x in i.images) for i in items}
+    finally:
+        os.chdir(old)
+    return {"reports": reports, "cases": cases, "items": items, "images": images}
+
+
+def _subject(case: Case) -> str:
+    return "m07" if len(case.all_series()) == 1 else "g05"
+
+
+def test_masks_go_with_their_images_and_other_derivatives_are_counted(curated: dict) -> None:
+    skipped = curated["reports"]["ingest"]["skipped_by_reason"]
+    assert skipped.get("skipped:derivative_not_read") == 1, skipped  # the change mask
+    assert skipped.get("skipped:mask_unmatched") == 1, skipped  # the mask on another grid
+    series = [s for c in curated["cases"] for s in c.all_series()]
+    assert len(series) >= 2 and all(s.lesion_mask for s in series), [(s.series_id, s.lesion_mask) for s in series]
+    assert not curated["reports"]["deid"]["failures_by_reason"], curated["reports"]["deid"]
+
+
+def test_the_lesion_render_lies_where_the_expert_mask_is_widest_with_its_count_and_volume(curated: dict) -> None:
+    import nibabel as nib
+    from scipy import ndimage
+
+    for case in curated["cases"]:
+        folder = SUBJECTS[_subject(case)][0]
+        raw = nib.load(LESIONS / folder / "mask.nii.gz")
+        mask = np.asarray(raw.dataobj) > 0
+        area = mask.sum(axis=(0, 1))  # every fixture's third voxel axis runs inferior to superior
+        volume = float(mask.sum()) * float(abs(np.linalg.det(raw.affine[:3, :3])))
+        for s in case.all_series():
+            placed = [t for t in s.qc.get("targets", []) if t["target"] == "lesion"]
+            assert placed and placed[0]["located_by"] == MASK_LOCATED, (s.series_id, s.qc.get("anatomy"))
+            t = placed[0]
+            k = int(round(float((np.linalg.inv(raw.affine) @ np.append(t["centre_mm"], 1.0))[2])))
+            assert area[k] >= 0.5 * area.max(), (s.series_id, k, int(area[k]), int(area.max()))
+            assert abs(t["total_mm3"] - volume) <= 0.02 * volume, (t["total_mm3"], volume)  # resampled, so about
+            parts, n = ndimage.label(mask, structure=np.ones((3, 3, 3), bool))
+            assert 1 <= t["count"] <= n
+            assert any(r.role == "target" and r.target == "lesion" and r.slice_index == t["slice_index"]
+                       for r in s.renders)
+
+
+def test_the_side_an_item_keys_is_the_side_a_person_reads(curated: dict) -> None:
+    items = [i for i in curated["items"] if i.template_id == "mask_lesion_laterality"]
+    by_case = {c.case_id: _subject(c) for c in curated["cases"]}
+    assert {by_case[i.case_id] for i in items} == set(SIDE), [(by_case[i.case_id], i.answer) for i in items]
+    for item in items:
+        assert item.answer == SIDE[by_case[item.case_id]] and curated["images"][item.item_id]
+        assert set(item.options) == {"left", "right", "bilateral"}

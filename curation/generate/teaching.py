@@ -285,6 +285,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
                 f["dx_told"] = True
         if not told:
             f["dx_told_ok"] = True
+    deciding = set(entry.shown_by) if entry else set()
     usable = [fig for fig in case.figures if _usable(fig, site)]
     scored = [fig for _, _, fig in sorted(((caption_score(fig.caption), -n, fig) for n, fig in enumerate(usable)),
                                           key=lambda x: (x[0], x[1]), reverse=True)
@@ -295,7 +296,8 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     shown = [fig for fig in scored if _own_caption(fig, case) and _full(own_sentences(fig), dx_table)]
     # a caption that puts its finding on a side is read on an axial or coronal image first: a sagittal slice does
     # not show the side (a "left thalamus" key on a sagittal T1 failed a clinical read)
-    shown.sort(key=lambda g: g.plane == "sagittal" and bool(_SIDE.search(own_sentences(g))))
+    # (and a kind that tells the disease from its mimics before the others: the consult asks the diagnosis from it)
+    shown.sort(key=lambda g: (g.plane == "sagittal" and bool(_SIDE.search(own_sentences(g))), g.kind not in deciding))
     figs: list[Figure] = []
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
         fig = shown[0] if shown else scored[0]
@@ -311,8 +313,11 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         # arachnoid cyst without the DWI; 7 of 12 one-image diagnosis items failed a clinical read)
         # (then, where the case has fewer kinds, another figure described on its own: a second level or plane of
         # the same kind; one image left 9 of 14 rationale items that a clinical read could not reach from it)
+        # (the kind that tells the disease from its mimics first, where the case has one: a glioblastoma's
+        # post-contrast T1 before a third T2 of the same caption; 2 of 4 such items failed a clinical read)
         more = sorted((g for g in scored if g is not fig), key=lambda g: not _own_caption(g, case))
-        figs = [fig, *[g for g in shown if g.kind != fig.kind and g is not fig]]
+        kinds = sorted(more, key=lambda g: (g.kind not in deciding, g not in shown))
+        figs = [fig, *[g for g in kinds if g.kind != fig.kind]]
         figs = [g for n, g in enumerate(figs) if g.kind not in {h.kind for h in figs[:n]}][:3]
         figs += [g for g in more if g not in figs][:3 - len(figs)]
         f["image"]["dx_figures"] = [_evidence(g) for g in figs]
@@ -360,7 +365,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
             asked[f"structure:{where}"] += 1
             f["structure"] = where
             f["structure_options"] = near
-    pair = _pair(scored, case)
+    pair = _pair(scored, case, deciding)
     if pair is not None:
         first, second = pair
         f["image"]["pair_first"], f["image"]["pair_second"] = _evidence(first), _evidence(second)
@@ -445,17 +450,17 @@ def _compartment_facts(f: dict[str, Any], fig: Figure, site: str | None, dx_tabl
     f["compartment_options"] = [v for k, v in COMPARTMENTS.items() if k != site]
 
 
-def _pair(scored: list[Figure], case: Case) -> tuple[Figure, Figure] | None:
+def _pair(scored: list[Figure], case: Case, deciding: set[str]) -> tuple[Figure, Figure] | None:
     """Two figures of different kinds whose captions each describe the figure they sit under: each its own
-    caption, or one caption written for exactly the two of them."""
+    caption, or one caption written for exactly the two of them. A pair with a kind that tells the disease from its
+    mimics (``deciding``) first."""
+    pairs = []
     for a in scored:
         for b in scored:
             if a is b or a.kind == b.kind:
                 continue
             shared = [g for g in case.figures if fold(g.caption) == fold(a.caption)]
-            if _own_caption(a, case) and _own_caption(b, case):
-                return a, b
-            if len(shared) == 2 and b in shared:
-                return a, b
-    return None
+            if (_own_caption(a, case) and _own_caption(b, case)) or (len(shared) == 2 and b in shared):
+                pairs.append((a, b))
+    return next((pr for pr in pairs if {pr[0].kind, pr[1].kind} & deciding), pairs[0] if pairs else None)
 

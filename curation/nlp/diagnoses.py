@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from curation.errors import ParamsError, validation_message
+from curation.figure_kinds import all_kinds
 
 SITES = ("intra-axial", "extra-axial", "intraventricular", "sellar", "bone", "vascular", "spine", "orbit", "ear",
          "diffuse")
@@ -30,6 +31,9 @@ class DiagnosisEntry(BaseModel):
     direct: bool | None = None
     # diagnoses that include this one (a low-grade glioma includes an oligodendroglioma): never a wrong option for it
     within: list[str] = []
+    # the image kinds (curation/figure_kinds.yaml) that show what tells it from its mimics (an enhancing tumour: a
+    # post-contrast image; an epidermoid: diffusion): a diagnosis item shows one of them first where the case has one
+    shown_by: list[str] = []
 
 
 class StructureEntry(BaseModel):
@@ -81,7 +85,11 @@ class Diagnoses:
                 if self.names.get(key, name) != name:
                     raise ParamsError(f"{alias!r} names both {self.names[key]!r} and {name!r}", path)
                 self.names[key] = name
+        kinds = set(all_kinds())
         for name, entry in self.table.diagnoses.items():
+            if set(entry.shown_by) - kinds:
+                raise ParamsError(f"{name}: shown_by {sorted(set(entry.shown_by) - kinds)} are not image kinds of "
+                                  "curation/figure_kinds.yaml", path)
             for m in entry.mimics:
                 if self.names.get(fold(m)) == name:
                     raise ParamsError(f"{name}: mimic {m!r} is another name of it", path)

@@ -6,6 +6,7 @@ import contextlib
 import csv
 import fnmatch
 import hashlib
+import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from curation.params import Bounds
 from curation.paths import inside, safe_name, walk_files
 from curation.pseudonyms import pseudonym
 from curation.records import copy_file, relpath
-from curation.report import Kind, Report
+from curation.report import Kind, Outcome, Report
 
 
 def path_digest(rel: str) -> str:
@@ -249,3 +250,27 @@ def numeric_scores(raw_row: dict[str, str], names: list[str]) -> dict[str, float
         except ValueError:
             continue
     return out
+
+
+def read_sidecar(ctx: IngestContext, path: Path) -> Outcome[dict[str, Any]]:
+    """A BIDS JSON sidecar as an object, or why not; the series is kept without it."""
+    if not ctx.inside_raw(path):
+        return Outcome.failure("outside_raw", "a symlink that resolves outside the raw folder; not read")
+    if not path.is_file():  # a FIFO or a device would block or never end
+        return Outcome.failure("not_a_regular_file", "the sidecar is not a regular file; not read")
+    try:
+        if path.stat().st_size > ctx.bounds.max_field_chars:
+            return Outcome.failure("sidecar_too_large", f"{path.stat().st_size} bytes (bounds.max_field_chars "
+                                                        f"{ctx.bounds.max_field_chars})")
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        return Outcome.failure("sidecar_not_utf8", str(exc))
+    except json.JSONDecodeError as exc:
+        return Outcome.failure("sidecar_invalid_json", exc.msg)
+    except ValueError as exc:  # an integer of thousands of digits
+        return Outcome.failure("sidecar_invalid_json", str(exc)[:200])
+    except (OSError, RecursionError) as exc:
+        return Outcome.failure("unreadable", f"{type(exc).__name__}: {exc}")
+    if not isinstance(doc, dict):
+        return Outcome.failure("sidecar_not_object", f"top level is {type(doc).__name__}, not an object")
+    return Outcome.success(doc)

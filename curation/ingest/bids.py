@@ -13,8 +13,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from curation.ingest.base import IngestContext, path_digest, to_float
-from curation.ingest.oasis3 import _read_sidecar
+from curation.ingest.base import IngestContext, path_digest, read_sidecar, to_float
 from curation.ingest.sequences import sequence_of_suffix
 from curation.ingest.volumes import inspect_volume
 from curation.parallel import pmap
@@ -141,7 +140,7 @@ def _case(ctx: IngestContext, sub: str, files: list[tuple[Any, Path, Any]], row:
         sidecar: dict[str, Any] = {}
         side = Path(str(path).replace(".nii.gz", ".json").replace(".nii", ".json"))
         if side.exists():
-            read = _read_sidecar(ctx, side)
+            read = read_sidecar(ctx, side)
             if ctx.report.record(ctx.rel_raw(side), read):
                 sidecar = read.value
                 stored.append(ctx.store(side, case_id, rel.with_name(side.name).as_posix()))

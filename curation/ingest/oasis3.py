@@ -3,16 +3,14 @@ plus the demographics and UDS/CDR visit CSVs keyed by ``days_to_visit``."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from curation.ingest.base import IngestContext, path_digest, read_csv_rows, to_float
+from curation.ingest.base import IngestContext, path_digest, read_csv_rows, read_sidecar, to_float
 from curation.ingest.sequences import sequence_of_suffix
 from curation.ingest.volumes import VolumeInfo, volumes_by_session
-from curation.report import Outcome
 from curation.schema import Case, Diagnosis, Patient, Provenance, Series, SourceName, Visit
 
 SUFFIX = re.compile(r"_(?P<suffix>[A-Za-z0-9]+)\.nii(\.gz)?$")
@@ -89,7 +87,7 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], demo: dict[str,
             sidecar_path = Path(str(vp).replace(".nii.gz", ".json").replace(".nii", ".json"))
             sidecar: dict[str, Any] = {}
             if sidecar_path.exists():
-                read = _read_sidecar(ctx, sidecar_path)
+                read = read_sidecar(ctx, sidecar_path)
                 if ctx.report.record(ctx.rel_raw(sidecar_path), read):
                     sidecar = read.value
                     files.append(ctx.store(sidecar_path, case_id, f"{rel_dir.as_posix()}/{sidecar_path.name}"))
@@ -115,27 +113,3 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], demo: dict[str,
     return Case(case_id=case_id, source=SourceName.oasis3, license=spec["license"], attribution=spec["attribution"],
                 patient=patient, ehr=ehr, visits=visits, diagnosis=Diagnosis(primary=primary),
                 provenance=Provenance(source_paths=sorted(path_digest(s) for s in sessions)))
-
-
-def _read_sidecar(ctx: IngestContext, path: Path) -> Outcome[dict[str, Any]]:
-    """A BIDS JSON sidecar as an object, or why not; the series is kept without it."""
-    if not ctx.inside_raw(path):
-        return Outcome.failure("outside_raw", "a symlink that resolves outside the raw folder; not read")
-    if not path.is_file():  # a FIFO or a device would block or never end
-        return Outcome.failure("not_a_regular_file", "the sidecar is not a regular file; not read")
-    try:
-        if path.stat().st_size > ctx.bounds.max_field_chars:
-            return Outcome.failure("sidecar_too_large", f"{path.stat().st_size} bytes (bounds.max_field_chars "
-                                                        f"{ctx.bounds.max_field_chars})")
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        return Outcome.failure("sidecar_not_utf8", str(exc))
-    except json.JSONDecodeError as exc:
-        return Outcome.failure("sidecar_invalid_json", exc.msg)
-    except ValueError as exc:  # an integer of thousands of digits
-        return Outcome.failure("sidecar_invalid_json", str(exc)[:200])
-    except (OSError, RecursionError) as exc:
-        return Outcome.failure("unreadable", f"{type(exc).__name__}: {exc}")
-    if not isinstance(doc, dict):
-        return Outcome.failure("sidecar_not_object", f"top level is {type(doc).__name__}, not an object")
-    return Outcome.success(doc)

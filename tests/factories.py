@@ -103,3 +103,33 @@ def write_cases(folder: str | Path, cases: Iterable[Case]) -> Path:
     folder = Path(folder)
     write_jsonl(folder / "cases.jsonl", cases)
     return folder
+
+
+def through_generate(p: Params, source: str, raw: Path, work: Path, *, workers: int = 2) -> dict[str, Any]:
+    """A raw download of ``source`` through ingest, deidentify, normalize, extract and generate in ``work`` (its
+    current folder while they run, as under ``dvc repro``): the stage reports, the normalized cases, the items, and
+    whether each item's images were written (``images``: item id -> one bool per image)."""
+    import os
+
+    from curation.deid.stage import run as deid
+    from curation.generate.stage import run as generate
+    from curation.imaging.normalize import run as normalize
+    from curation.ingest import run as ingest
+    from curation.jsonio import read_jsonl
+    from curation.nlp.extract import run as extract
+
+    old = Path.cwd()
+    os.chdir(work)
+    try:
+        reports = {"ingest": ingest(p.ingest, source, raw, work / "ingest" / source).as_dict()}
+        reports["deid"] = deid(p.deidentify, work / "ingest", work / "deid").as_dict()
+        reports["normalize"] = normalize(p.normalize, work / "deid", work / "normalize", workers=workers).as_dict()
+        extract(p.extract, work / "normalize", work / "extract")
+        generate(p.generate, work / "extract", work / "generate")
+        ingested = list(read_jsonl(work / "ingest" / source / "cases.jsonl", Case))
+        cases = list(read_jsonl(work / "normalize" / "cases.jsonl", Case))
+        items = list(read_jsonl(work / "generate" / "items.jsonl", Item))
+        images = {i.item_id: [(work / x).is_file() for x in i.images] for i in items}
+    finally:
+        os.chdir(old)
+    return {"reports": reports, "ingested": ingested, "cases": cases, "items": items, "images": images}

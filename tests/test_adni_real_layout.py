@@ -16,10 +16,7 @@ import numpy as np
 import pydicom
 import pytest
 
-from curation.jsonio import read_jsonl
-from curation.schema import Case, Item
-
-from .factories import project_params
+from .factories import project_params, through_generate
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 MPRAGE = SHARED / "dicom-real" / "siemens-xa30" / "5001_anat-T1w_acq-tfl"
@@ -134,32 +131,12 @@ def download(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def curated(download: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    import os
-
-    from curation.deid.stage import run as deid
-    from curation.generate.stage import run as generate
-    from curation.imaging.normalize import run as normalize
-    from curation.ingest import run as ingest
-    from curation.nlp.extract import run as extract
-
     work = tmp_path_factory.mktemp("adni-real-work")
     p = project_params()
     p.ingest.copy_files = True  # the download lies outside the work folder: copied, not pointed into
-    old = Path.cwd()
-    os.chdir(work)
-    try:
-        reports = {"ingest": ingest(p.ingest, "adni", download, work / "ingest" / "adni").as_dict()}
-        reports["deid"] = deid(p.deidentify, work / "ingest", work / "deid").as_dict()
-        reports["normalize"] = normalize(p.normalize, work / "deid", work / "normalize", workers=2).as_dict()
-        extract(p.extract, work / "normalize", work / "extract")
-        generate(p.generate, work / "extract", work / "generate")
-        cases = list(read_jsonl(work / "normalize" / "cases.jsonl", Case))
-        items = list(read_jsonl(work / "generate" / "items.jsonl", Item))
-        images = {i.item_id: [Path(work / x).is_file() for x in i.images] for i in items}
-    finally:
-        os.chdir(old)
+    out = through_generate(p, "adni", download, work)
     shutil.rmtree(work / "ingest", ignore_errors=True)
-    return {"reports": reports, "cases": cases, "items": items, "images": images}
+    return out
 
 
 def test_every_real_head_gives_items_with_images(curated: dict) -> None:

@@ -8,17 +8,15 @@ Skipped when ../shared is absent."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from curation.jsonio import read_jsonl
-from curation.schema import MASK_LOCATED, Case, Item
+from curation.schema import MASK_LOCATED, Case
 
-from .factories import project_params
+from .factories import project_params, through_generate
 
 LESIONS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lesions"
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not (LESIONS / "README.md").is_file(),
@@ -33,12 +31,6 @@ SIDE = {"g05": "right"}
 
 @pytest.fixture(scope="module")
 def curated(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from curation.deid.stage import run as deid
-    from curation.generate.stage import run as generate
-    from curation.imaging.normalize import run as normalize
-    from curation.ingest import run as ingest
-    from curation.nlp.extract import run as extract
-
     root = tmp_path_factory.mktemp("bids-masks") / "lesions"
     root.mkdir()
     (root / "dataset_description.json").write_text(json.dumps({"Name": "Real lesions", "BIDSVersion": "1.8.0",
@@ -58,24 +50,10 @@ def curated(tmp_path_factory: pytest.TempPathFactory) -> dict:
     # a change between two sessions is no lesion of one image
     shutil.copy(LESIONS / "brats_pat0005" / "mask.nii.gz", other / "sub-g05_desc-lesionchange_mask.nii.gz")
 
-    work = tmp_path_factory.mktemp("bids-masks-work")
     p = project_params()
     p.ingest.copy_files = True  # the dataset lies outside the work folder
     p.normalize.targets = ["lesion"]
-    old = Path.cwd()
-    os.chdir(work)
-    try:
-        reports = {"ingest": ingest(p.ingest, "bids", root, work / "ingest" / "bids").as_dict()}
-        reports["deid"] = deid(p.deidentify, work / "ingest", work / "deid").as_dict()
-        reports["normalize"] = normalize(p.normalize, work / "deid", work / "normalize", workers=2).as_dict()
-        extract(p.extract, work / "normalize", work / "extract")
-        generate(p.generate, work / "extract", work / "generate")
-        cases = list(read_jsonl(work / "normalize" / "cases.jsonl", Case))
-        items = list(read_jsonl(work / "generate" / "items.jsonl", Item))
-        images = {i.item_id: all((work / x).is_file() for x in i.images) for i in items}
-    finally:
-        os.chdir(old)
-    return {"reports": reports, "cases": cases, "items": items, "images": images}
+    return through_generate(p, "bids", root, tmp_path_factory.mktemp("bids-masks-work"))
 
 
 def _subject(case: Case) -> str:
@@ -119,5 +97,5 @@ def test_the_side_an_item_keys_is_the_side_a_person_reads(curated: dict) -> None
     by_case = {c.case_id: _subject(c) for c in curated["cases"]}
     assert {by_case[i.case_id] for i in items} == set(SIDE), [(by_case[i.case_id], i.answer) for i in items]
     for item in items:
-        assert item.answer == SIDE[by_case[item.case_id]] and curated["images"][item.item_id]
+        assert item.answer == SIDE[by_case[item.case_id]] and all(curated["images"][item.item_id])
         assert set(item.options) == {"left", "right", "bilateral"}

@@ -7,16 +7,12 @@ Skipped when ../shared is absent."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from curation.jsonio import read_jsonl
-from curation.schema import Case, Item
-
-from .factories import project_params
+from .factories import project_params, through_generate
 from .test_change_real import WITHIN_MM, _distance_to_mask
 
 LESIONS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lesions"
@@ -51,31 +47,10 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def curated(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from curation.deid.stage import run as deid
-    from curation.generate.stage import run as generate
-    from curation.imaging.normalize import run as normalize
-    from curation.ingest import run as ingest
-    from curation.nlp.extract import run as extract
-
-    work = tmp_path_factory.mktemp("bids-work")
     p = project_params()
     p.ingest.copy_files = True  # the dataset lies outside the work folder
     p.normalize.targets = []  # the change needs no anatomy fit
-    old = Path.cwd()
-    os.chdir(work)
-    try:
-        reports = {"ingest": ingest(p.ingest, "bids", dataset, work / "ingest" / "bids").as_dict()}
-        reports["deid"] = deid(p.deidentify, work / "ingest", work / "deid").as_dict()
-        reports["normalize"] = normalize(p.normalize, work / "deid", work / "normalize", workers=2).as_dict()
-        extract(p.extract, work / "normalize", work / "extract")
-        generate(p.generate, work / "extract", work / "generate")
-        ingested = list(read_jsonl(work / "ingest" / "bids" / "cases.jsonl", Case))
-        cases = list(read_jsonl(work / "normalize" / "cases.jsonl", Case))
-        items = list(read_jsonl(work / "generate" / "items.jsonl", Item))
-        images = {i.item_id: [Path(work / x).is_file() for x in i.images] for i in items}
-    finally:
-        os.chdir(old)
-    return {"reports": reports, "ingested": ingested, "cases": cases, "items": items, "images": images}
+    return through_generate(p, "bids", dataset, tmp_path_factory.mktemp("bids-work"))
 
 
 def test_a_bids_dataset_is_a_source_with_its_sessions_credit_and_derivatives_counted(curated: dict) -> None:

@@ -226,3 +226,63 @@ def test_real_teaching_images_texture_is_not_text_and_footers_are_masked(name: s
     assert residual_text(out, text) == []
     if name in ("MPX2558_synpic20826", "MPX1028_synpic24627", "MPX1942_synpic4381", "MPX1686_synpic41852"):
         assert res.masked and res.masked_fraction <= 0.1
+
+
+def _capture_dicom(png: Path, path: Path) -> Path:
+    """The PACS capture as a DICOM Secondary Capture (12-bit MONOCHROME2, BurnedInAnnotation YES), with a patient
+    in its header."""
+    import numpy as np
+    from PIL import Image
+    from pydicom.dataset import Dataset, FileMetaDataset
+    from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+
+    arr = (np.asarray(Image.open(png).convert("L"), dtype=np.uint16) * 16).astype(np.uint16)
+    meta = FileMetaDataset()
+    meta.MediaStorageSOPClassUID = "1.2.840.10008.5.1.4.1.1.7"
+    meta.MediaStorageSOPInstanceUID = generate_uid()
+    meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    ds = Dataset()
+    ds.file_meta = meta
+    ds.SOPClassUID, ds.SOPInstanceUID = meta.MediaStorageSOPClassUID, meta.MediaStorageSOPInstanceUID
+    ds.StudyInstanceUID, ds.SeriesInstanceUID = generate_uid(), generate_uid()
+    ds.PatientName, ds.PatientID, ds.Modality, ds.ConversionType = "DOE^JANE", "4478213", "OT", "WSD"
+    ds.BurnedInAnnotation = "YES"
+    ds.set_pixel_data(arr, "MONOCHROME2", 12)
+    ds.save_as(path, enforce_file_format=True)
+    return path
+
+
+@pytest.mark.integration
+@needs_tesseract
+def test_burned_in_dicom_capture_has_its_overlay_masked_instead_of_being_refused(tmp_path: Path) -> None:
+    import pydicom
+
+    from curation.deid.pixels import frame_image
+    from curation.deid.stage import deid_dicom_dir
+    from curation.deid.verify import verify_dir
+    from curation.params import DicomDeidParams
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    src = _capture_dicom(pacs_capture(tmp_path / "sc.png"), raw / "sc.dcm")
+    before = _read(frame_image(pydicom.dcmread(src).pixel_array, "MONOCHROME2"))
+    assert any(t in before for t in PHI_TOKENS), before
+    assert {f.where for f in verify_dir(raw, pixels=True)} >= {"pixels"}  # verify reads DICOM pixels too
+    # without the pixel settings the capture is refused whole, as before
+    refused = deid_dicom_dir(DicomDeidParams(), raw, tmp_path / "plain", secret=SECRET)
+    assert refused.outputs == 0 and "burned_in_annotation" in json.dumps(refused.as_dict())
+    report = deid_dicom_dir(DicomDeidParams(), raw, tmp_path / "out", secret=SECRET, pixels=PixelDeidParams(),
+                            text=TextDeidParams())
+    assert report.outputs == 1, report.as_dict()
+    out = pydicom.dcmread(tmp_path / "out" / "sc.dcm")
+    assert out.BurnedInAnnotation == "NO" and out.Rows == 512 and out.Columns == 512  # its own resolution
+    after = _read(frame_image(out.pixel_array, "MONOCHROME2"))
+    assert [t for t in PHI_TOKENS if t in after] == [], after
+    for label in ("FLAIR", "W 1438", "L 719"):
+        if label in before:
+            assert label in after, (label, after)
+    (audit,) = [json.loads(line) for line in (tmp_path / "out" / "audit.jsonl").read_text().splitlines()]
+    recorded = json.loads(audit["actions"]["pixel_text"])
+    assert recorded["masked"] and 0 < recorded["masked_fraction"] <= 0.05
+    assert not any(t in json.dumps(audit) for t in PHI_TOKENS)  # boxes and tags only, never the text read
+    assert verify_dir(tmp_path / "out", pixels=True) == []

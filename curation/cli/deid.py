@@ -51,11 +51,12 @@ def deid_dicom(
     from curation.deid.stage import deid_dicom_dir
     from curation.records import staged_dir
 
-    p, secret = params_section(params, "deidentify").dicom, project_secret_for(params)
+    p, secret = params_section(params, "deidentify"), project_secret_for(params)
     _refuse_foreign(out_dir, "audit.jsonl")
     # built beside OUT_DIR and swapped in whole: a failed run leaves the previous output as it was, never a mix
     with staged_dir(out_dir) as staging:
-        report = deid_dicom_dir(p, in_dir, staging, workers=workers, scheduler=scheduler, secret=secret)
+        report = deid_dicom_dir(p.dicom, in_dir, staging, workers=workers, scheduler=scheduler, secret=secret,
+                                pixels=p.pixels, text=p.text)
     echo_summary(report)
 
 

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from curation.deid.compare import compare_files
-from curation.deid.elements import remap_uid, tag_text
+from curation.deid.elements import burned_in_risk, remap_uid, tag_text
 from curation.deid.engine import PATIENT_ID, Deidentified, Deidentifier
+from curation.deid.pixels import TOOL, clean_dicom_pixels, text_tool
 from curation.deid.policy import load_defaults
-from curation.params import DicomDeidParams
+from curation.params import DicomDeidParams, PixelDeidParams, TextDeidParams
 from curation.report import Outcome
 
 UID_IN_NAME = re.compile(r"(?<![0-9.])[0-9]+(?:\.[0-9]+){3,}(?![0-9])")
@@ -29,10 +31,13 @@ def uid_free_name(name: str, secret: bytes) -> str:
 
 
 def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, patient_key: str | None,
-                    pseudonym: str | None, verify: bool = False) -> Outcome[Deidentified]:
+                    pseudonym: str | None, verify: bool = False, pixels: PixelDeidParams | None = None,
+                    text: TextDeidParams | None = None) -> Outcome[Deidentified]:
     """De-identify one file to ``dst`` (atomically); never raises on a bad input; a failure keeps ``src`` as its raw
     input. An ok outcome carries the actions applied (and, verified, the values checked). ``verify``: compare the
-    file written with its input (``compare.compare_files``) and fail it, removed, on any finding."""
+    file written with its input (``compare.compare_files``) and fail it, removed, on any finding. ``pixels`` (with
+    OCR on) and ``text``: an image marked or suspected as burned in has its identifying pixel text masked
+    (``pixels.clean_dicom_pixels``, recorded as the action ``pixel_text``) instead of being refused whole."""
     from curation.io.dicom import read_checked
     from curation.records import atomic_open
 
@@ -48,9 +53,21 @@ def deidentify_file(src: str, dst: str, params: DicomDeidParams, secret: bytes, 
     try:
         key = patient_key or tag_text(ds, PATIENT_ID) or "unknown"
         pseud = pseudonym or "ANON-" + hmac.new(secret, key.encode(), hashlib.sha256).hexdigest()[:12]
-        outcome = _deidentifier(params, secret).deidentify(ds, key, pseud)
+        cleaned = None
+        if pixels is not None and pixels.ocr and burned_in_risk(ds):
+            tool = text_tool(text, secret) if text is not None else None
+            cleaned = clean_dicom_pixels(ds, tool, (), pixels)
+            if not cleaned.ok:
+                return cleaned.passed_on(src)  # type: ignore[return-value]
+        outcome = _deidentifier(params, secret).deidentify(ds, key, pseud, pixels_cleaned=cleaned is not None)
         if not outcome.ok:
             return outcome.passed_on(src)
+        if cleaned is not None:
+            res = cleaned.value
+            outcome = Outcome.success(replace(outcome.value, actions={
+                **outcome.value.actions, "pixel_text": json.dumps(
+                    {"tool": TOOL, "masked_fraction": round(res.masked_fraction, 5), "masked": res.masked,
+                     "words_read": res.words_read}, sort_keys=True)}))
         Path(dst).parent.mkdir(parents=True, exist_ok=True)
         # atomic (temp + rename) without a per-file fsync: a killed run never leaves a partial file, and the
         # stage's output folder as a whole is swapped in only on success

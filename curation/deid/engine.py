@@ -17,6 +17,8 @@ from typing import Any
 
 from curation.deid.elements import (
     RAW_TEXT_VRS,
+    SECONDARY_CAPTURE,
+    VL_PHOTO,
     date_offset_days,
     dictionary_vr,
     element_text,
@@ -42,9 +44,6 @@ from curation.deid.policy import (
 from curation.deid.scrub import Scrubber, identity_tokens
 from curation.params import DicomDeidParams
 from curation.report import Outcome
-
-SECONDARY_CAPTURE = "1.2.840.10008.5.1.4.1.1.7"
-VL_PHOTO = "1.2.840.10008.5.1.4.1.1.77.1"
 
 
 def _dummy(vr: str) -> Any:
@@ -119,12 +118,16 @@ class Deidentifier:
             out = self._uids[value] = remap_uid(value, self.secret)
         return out
 
-    def deidentify(self, ds: Any, patient_key: str, pseudonym: str) -> Outcome[Deidentified]:
+    def deidentify(self, ds: Any, patient_key: str, pseudonym: str,
+                   pixels_cleaned: bool = False) -> Outcome[Deidentified]:
+        """``pixels_cleaned``: the identifying text burned into its pixels was masked first (pixels.clean_dicom_pixels);
+        otherwise an image marked or suspected as burned in is refused whole."""
         sop_class = tag_text(ds, SOP_CLASS_UID)
         image_type = tag_text(ds, IMAGE_TYPE).upper()
-        if tag_text(ds, BURNED_IN).upper() == "YES":
+        if tag_text(ds, BURNED_IN).upper() == "YES" and not pixels_cleaned:
             return Outcome.failure("burned_in_annotation", "BurnedInAnnotation=YES; no pixel-mask rule for this device")
-        if sop_class.startswith(SECONDARY_CAPTURE) or sop_class == VL_PHOTO or "SCREEN SAVE" in image_type:
+        if (sop_class.startswith(SECONDARY_CAPTURE) or sop_class == VL_PHOTO or "SCREEN SAVE" in image_type) \
+                and not pixels_cleaned:
             return Outcome.failure("burned_in_risk", f"secondary capture/photograph (SOP class {sop_class})")
         days = date_offset_days(patient_key, self.secret, self.params.max_date_shift_days)
         tokens = identity_tokens(ds)

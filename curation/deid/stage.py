@@ -24,7 +24,7 @@ from curation.io.volumes import VOLUME_SUFFIXES
 from curation.jsonio import read_jsonl, write_jsonl
 from curation.names import printable
 from curation.parallel import pmap
-from curation.params import DeidentifyParams, DicomDeidParams, TextDeidParams, load_spec
+from curation.params import DeidentifyParams, DicomDeidParams, PixelDeidParams, TextDeidParams, load_spec
 from curation.paths import OUTSIDE_INPUT, input_rel, readable, safe_name, walk_files
 from curation.pseudonyms import keyed_hash, project_secret
 from curation.records import relpath, staged_dir, write_text, writing
@@ -159,10 +159,11 @@ def _out_name(n: int) -> str:
     return f"{n:05d}.dcm"
 
 
-def _dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> Outcome[Deidentified]:
+def _dicom_task(task: tuple[str, str, DeidentifyParams, bytes, str, str]) -> Outcome[Deidentified]:
     src, dst, params, secret, key, pseud = task
     # every file the stage writes is compared with its input; a finding fails the file (deid_verify_failed)
-    return deidentify_file(src, dst, params, secret, key, pseud, verify=True)
+    return deidentify_file(src, dst, params.dicom, secret, key, pseud, verify=True, pixels=params.pixels,
+                           text=params.text)
 
 
 def run(params: DeidentifyParams, src: Path, dst: Path, *, workers: int = 1, scheduler: str | None = None,
@@ -322,7 +323,7 @@ def _dicom_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
             job.record(f, OUTSIDE_INPUT)
     # outputs named by position: an input's own name can carry the participant id, dates or UIDs (ADNI and
     # scanner exports do)
-    tasks = [(f, str(job.staging / base / _out_name(n)), job.params.dicom, job.secret, case.case_id, case.case_id)
+    tasks = [(f, str(job.staging / base / _out_name(n)), job.params, job.secret, case.case_id, case.case_id)
              for n, f in enumerate(inside, 1)]
     _folders([job.staging / base] if inside else [])
     archive = base.with_name(base.name + SERIES_ARCHIVE)
@@ -387,9 +388,11 @@ def _volume_series(job: _Job, case: Case, series: Any, base: Path) -> bool:
 
 # ------------------------------------------------------------------ plain-file commands
 def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: int = 1,
-                   scheduler: str | None = None, secret: bytes | None = None) -> Report:
+                   scheduler: str | None = None, secret: bytes | None = None, pixels: PixelDeidParams | None = None,
+                   text: TextDeidParams | None = None) -> Report:
     """Every file under ``src`` -> ``dst`` at the same relative path (UIDs in names remapped), or a quarantine
-    entry."""
+    entry. With ``pixels`` and ``text``, an image marked or suspected as burned in has its identifying pixel text
+    masked; without, it is refused whole."""
     src, dst = Path(src), Path(dst)
     if not src.is_dir():
         raise InputError("input folder does not exist", src)
@@ -404,7 +407,7 @@ def deid_dicom_dir(params: DicomDeidParams, src: Path, dst: Path, *, workers: in
             report.fail(printable(p.relative_to(src).as_posix()), refused.code, refused.code.replace("_", " "))
     files.sort()
     # same relative path, with the UIDs in names (scanners name files by SOP Instance UID) remapped as in headers
-    tasks = [(str(f), str(dst / uid_free_name(f.relative_to(src).as_posix(), secret)), params, secret, "", "")
+    tasks = [(str(f), str(dst / uid_free_name(f.relative_to(src).as_posix(), secret)), params, secret, pixels, text)
              for f in files]
     audit = []
     _folders(Path(out).parent for _, out, *_ in tasks)
@@ -428,9 +431,10 @@ def _folders(folders: Iterable[Path]) -> None:
             folder.mkdir(parents=True, exist_ok=True)
 
 
-def _plain_dicom_task(task: tuple[str, str, DicomDeidParams, bytes, str, str]) -> Outcome[Deidentified]:
-    src, dst, params, secret, _, _ = task
-    return deidentify_file(src, dst, params, secret, None, None)
+def _plain_dicom_task(task: tuple[str, str, DicomDeidParams, bytes, PixelDeidParams | None, TextDeidParams | None]
+                      ) -> Outcome[Deidentified]:
+    src, dst, params, secret, pixels, text = task
+    return deidentify_file(src, dst, params, secret, None, None, pixels=pixels, text=text)
 
 
 def deid_text_path(params: TextDeidParams, src: Path, dst: Path, secret: bytes | None = None) -> Report:

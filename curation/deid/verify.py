@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
-from curation.deid.elements import PN_FORM
+from curation.deid.elements import PN_FORM, burned_in_risk
 from curation.deid.files import HEADER_TEXT_FIELDS, SIDECAR_DEVICE, SIDECAR_KEEP
 from curation.deid.policy import (
     META_KEEP,
@@ -70,8 +70,9 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
 def verify_dir(root: Path, pixels: bool = False) -> list[Finding]:
-    """``pixels``: also read every PNG/JPEG by OCR (``deid.pixels``) and report identifying text left in it; about
-    3 s an image, so the CLI asks for it and the release build does not."""
+    """``pixels``: also read every PNG/JPEG, and every DICOM capture or image marked burned in, by OCR
+    (``deid.pixels``) and report identifying text left in it; about 3 s an image, so the CLI asks for it and the
+    release build does not."""
     root = Path(root)
     findings: list[Finding] = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
@@ -93,9 +94,9 @@ def verify_dir(root: Path, pixels: bool = False) -> list[Finding]:
                     findings.append(Finding(rel, "text", kind))
             elif name.endswith(SERIES_ARCHIVE):  # a packed series: every member is checked as a DICOM file
                 for member, fh in archive_members(path):
-                    findings += _dicom(fh, f"{rel}/{member}")
+                    findings += _dicom(fh, f"{rel}/{member}", pixels)
             elif is_dicom(path):
-                findings += _dicom(path, rel)
+                findings += _dicom(path, rel, pixels)
         except Exception as exc:  # an unreadable output is itself a finding, never a crash
             findings.append(Finding(rel, "file", f"unreadable ({type(exc).__name__})"))
     return findings
@@ -114,11 +115,29 @@ def _pixels(path: Path, rel: str) -> list[Finding]:
             for kind in residual_text(img, text_tool(TextDeidParams(), b"verify"))]
 
 
-def _dicom(path: Path | IO[bytes], rel: str) -> list[Finding]:
+def _dicom_pixels(ds: Any, rel: str) -> list[Finding]:
+    """Identifying text OCR still reads in the frames of an image that may carry text in its pixels (a secondary
+    capture, a photograph, a screen save, or one marked burned in), read as deidentify read it."""
+    from curation.deid.pixels import frame_image, residual_text, text_tool
+    from curation.params import TextDeidParams
+
+    if burned_in_risk(ds) is None:  # an MR or CT slice, no capture: not read (every slice of a series costs hours)
+        return []
+    arr = ds.pixel_array
+    frames = arr if int(ds.get("NumberOfFrames", 1) or 1) > 1 else [arr]
+    tool = text_tool(TextDeidParams(), b"verify")
+    photometric = str(ds.get("PhotometricInterpretation", "MONOCHROME2"))
+    kinds = sorted({k for f in frames for k in residual_text(frame_image(f, photometric).convert("RGB"), tool)})
+    return [Finding(rel, "pixels", f"identifying text read in pixels ({k})") for k in kinds]
+
+
+def _dicom(path: Path | IO[bytes], rel: str, pixels: bool = False) -> list[Finding]:
     import pydicom
 
     ds = pydicom.dcmread(str(path) if isinstance(path, Path) else path)
     out: list[Finding] = container_findings(ds, rel)
+    if pixels:
+        out += _dicom_pixels(ds, rel)
     if str(ds.get("PatientIdentityRemoved", "")).upper() != "YES":
         out.append(Finding(rel, "(0012,0062)", "PatientIdentityRemoved is not YES"))
     codes = {str(item.get("CodeValue", "")) for item in ds.get("DeidentificationMethodCodeSequence", [])}

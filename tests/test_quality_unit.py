@@ -166,3 +166,42 @@ def test_balance_counts_cells_and_flags_the_underfilled_ones() -> None:
     assert bal["distribution"]["task_type"] == {"lesion_recognition": 6}
     assert "visual_dim:small_object" in bal["underfilled_cells"]
     assert "task_type:lesion_recognition" not in bal["underfilled_cells"]
+
+
+NEW_GATE = '''"""Gate: a question ends with a question mark."""
+
+from curation.quality.item_gates import ItemGate
+
+
+def check(item, synonyms):
+    return [] if item.question.rstrip().endswith("?") else ["question_unmarked"]
+
+
+GATE = ItemGate("question_mark", 15, check)
+'''
+
+
+def test_a_new_item_gate_is_one_module_that_filter_walks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding a per-item gate is adding a module beside the others: nothing else is edited (the folder is put on the
+    package's path here, as a new file in curation/quality/item_gates/ is)."""
+    from curation.quality import item_gates
+
+    extra = tmp_path / "gates"
+    extra.mkdir()
+    (extra / "question_mark.py").write_text(NEW_GATE)
+    monkeypatch.setattr(item_gates, "__path__", [*item_gates.__path__, str(extra)])
+    item_gates.gates.cache_clear()
+    try:
+        assert [g.name for g in item_gates.gates()] == ["text", "question_mark", "options", "images", "answer_leak"]
+        plain = item(6, question="Grade the lesion.")
+        assert check(plain) == ["question_unmarked"]
+        report = filter_run(fparams(), write_items(tmp_path / "in", [*(item(n) for n in range(6)), plain]),
+                            tmp_path / "out")
+        assert report.counts["rejected:question_unmarked"] == 1 and report.outputs == 6
+    finally:
+        item_gates.gates.cache_clear()
+        monkeypatch.undo()
+        import sys
+
+        sys.modules.pop("curation.quality.item_gates.question_mark", None)
+    assert "question_mark" not in [g.name for g in item_gates.gates()]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,12 +10,11 @@ from curation.errors import InputError
 from curation.generate import tags
 from curation.jsonio import read_jsonl, write_json, write_jsonl
 from curation.params import FilterParams, LlmParams
+from curation.quality import item_gates
 from curation.records import staged_dir
 from curation.report import Report
-from curation.schema import Item, ItemFormat
+from curation.schema import Item
 from curation.text import plain
-
-RESIDUE = re.compile(r"\{\{|\}\}|\{%|\bNone\b|\bnan\b|\bundefined\b")
 
 
 def load_synonyms(lexicon: str | Path | None) -> list[set[str]]:
@@ -33,95 +31,9 @@ def load_synonyms(lexicon: str | Path | None) -> list[set[str]]:
     return groups
 
 
-def _article_cue(item: Item) -> bool:
-    """The question ends in "a"/"an" and only the answer agrees with that article."""
-    words = item.question.rstrip(" ?.:").split()
-    if not words or words[-1].lower() not in ("a", "an"):
-        return False
-
-    def agrees(option: str) -> bool:
-        vowel = option[:1].lower() in "aeiou"
-        return vowel == (words[-1].lower() == "an")
-
-    return agrees(item.answer) and not any(agrees(o) for o in item.options if plain(o) != plain(item.answer))
-
-
-_CONTENT_WORD = re.compile(r"[a-z]{5,}")
-
-
-def _echo_cue(item: Item) -> bool:
-    """A word of the history (context and clinician turns, not the question) that only the answer repeats, whole or
-    inside a longer word: "a first seizure" and "... and antiseizure medication" among options without it."""
-    history = " ".join([item.context or "", *(t.text for t in item.turns if t.role != "model")]).lower()
-    words = set(_CONTENT_WORD.findall(history))
-
-    def echoed(option: str) -> set[str]:
-        own = _CONTENT_WORD.findall(option.lower())
-        return {w for w in words if any(w in o for o in own)}
-
-    others = set().union(*(echoed(o) for o in item.options if plain(o) != plain(item.answer)))
-    return bool(echoed(item.answer) - others)
-
-
-MIN_OPTIONS, MAX_OPTIONS = 3, 8
-
-
 def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
-    """Reasons an item is unusable; empty when it passes every gate."""
-    reasons = []
-    texts = [item.question, item.answer, item.context, *item.options, *(t.text for t in item.turns)]
-    if not item.question.strip() or not item.answer.strip():
-        reasons.append("empty_text")
-    if any(RESIDUE.search(t or "") for t in texts):
-        reasons.append("template_residue")
-    if item.format == ItemFormat.mcq:
-        distinct = {plain(o) for o in item.options}
-        # a closed set of three real categories (left/right/bilateral, normal/mild/marked) is not padded with
-        # implausible options; chance is one over the item's own option count
-        if not MIN_OPTIONS <= len(item.options) <= MAX_OPTIONS:
-            reasons.append("mcq_option_count")
-        if len(distinct) != len(item.options):
-            reasons.append("mcq_duplicate_options")
-        if sum(plain(o) == plain(item.answer) for o in item.options) != 1:
-            reasons.append("mcq_not_exactly_one_correct")
-        lengths = sorted(len(o) for o in item.options if plain(o) != plain(item.answer))
-        if lengths and len(item.answer) > 2.5 * max(lengths[-1], 1) and len(item.answer) > 30:
-            reasons.append("mcq_answer_by_length")
-        if _article_cue(item):
-            reasons.append("mcq_answer_by_grammar")
-        if _echo_cue(item):
-            reasons.append("mcq_answer_by_echo")
-    if not item.images:
-        reasons.append("no_image")
-    for img in item.images:
-        if not Path(img).is_file():
-            reasons.append("image_missing")
-            break
-        try:
-            from PIL import Image
-
-            with Image.open(img) as im:
-                im.verify()
-        except Exception:
-            reasons.append("image_unreadable")
-            break
-    ans = plain(item.answer)
-    if len(ans) >= 4:  # a dialogue shows its clinician turns too (the model turns are the reference)
-        from curation.quality.items import visible_text
-
-        visible = plain(visible_text(item))
-        if re.search(rf"\b{re.escape(ans)}\b", visible):
-            reasons.append("answer_leak")
-        else:  # a synonym of the answer (from the lexicon) gives it away just as well
-            for group in synonyms or []:
-                if ans in group and any(len(t) >= 4 and re.search(rf"\b{re.escape(t)}\b", visible) for t in group):
-                    reasons.append("answer_leak_synonym")
-                    break
-    return reasons
-
-
-# per-item reasons that leave an item well-formed: it is still measured with its template (cues, leaks)
-STRUCTURAL_OK = ("answer_leak", "mcq_answer_by_")
+    """Reasons an item is unusable; empty when it passes every per-item gate (``quality/item_gates``)."""
+    return item_gates.check(item, synonyms)
 
 
 def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = None,
@@ -148,6 +60,8 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
 
     synonyms = load_synonyms(params.lexicon)
     rules = load_rules(params.leak_rules)
+    # per-item reasons that leave an item well-formed: it is still measured with its template (cues, leaks)
+    well_formed = item_gates.measured_prefixes()
     items = list(read_jsonl(src / "items.jsonl", Item))
     report.inputs = len(items)
     reasons: dict[str, list[str]] = {}
@@ -155,11 +69,11 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
     for item in items:
         reasons[item.item_id] = check(item, synonyms) + mapping_leaks(item, rules)
     # validity is a property of the template: measured on all its well-formed items, leaking ones included
-    measured = [i for i in items if all(r.startswith(STRUCTURAL_OK) for r in reasons[i.item_id])]
+    measured = [i for i in items if all(r.startswith(well_formed) for r in reasons[i.item_id])]
     # keys balanced first: what is measured (and released) keys no answer on more than max_answer_share
     for iid in answer_share_cap(measured, params):
         reasons[iid].append("rebalanced_out:answer_share")
-    measured = [i for i in measured if all(r.startswith(STRUCTURAL_OK) for r in reasons[i.item_id])]
+    measured = [i for i in measured if all(r.startswith(well_formed) for r in reasons[i.item_id])]
     if params.validity.sibling_leaks:
         for iid, (reason, sibling) in sibling_leaks(measured, synonyms).items():
             reasons[iid].append(reason)

@@ -34,6 +34,7 @@ MR_KINDS = ("T1", "T1C", "T2", "FLAIR", "DWI", "ADC", "SWI", "MRA")
 KIND_RARITY = ("ADC", "SWI", "MRA", "DWI", "FLAIR", "T1C", "T1", "T2")
 COMMON_KINDS = ("FLAIR", "T1C", "T1", "T2")
 CONFUSABLE_KINDS = frozenset({"T1", "T1C", "T2"})
+_CONTRAST = re.compile(r"enhanc|contrast|gadolin|\bgd\b", re.I)
 MAX_SAME_KEY = 2
 # a diagnosis is the key of at most three choice items (on the 77 MedPix dev cases the commonest-answer guesser
 # then scores 0.04 over chance on the diagnosis template)
@@ -380,9 +381,12 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     # a T1, T2 or post-contrast T1 is asked only where the caption names it too: a label alone was wrong on 2 of 11
     # sequence items in a clinical read (a T2 labelled T1, a post-contrast T1 labelled T2); the other sequences
     # look unlike these, and their labels only need not contradict the caption
+    # (and a T1 or T2 label not where its caption speaks of enhancement: that caption describes a post-contrast
+    # image, perhaps this one: a "T2" label on a post-gadolinium T1 of ring-enhancing lesions failed a clinical read)
     mr = [fig for fig in case.figures
           if fig.kind in MR_KINDS and fig.renders and not fig.missing and _label_agrees(fig)
-          and (fig.kind not in CONFUSABLE_KINDS or fig.kind in kinds_named(fig.caption))]
+          and (fig.kind not in CONFUSABLE_KINDS or fig.kind in kinds_named(fig.caption))
+          and not (fig.kind in ("T1", "T2") and _CONTRAST.search(fig.caption))]
     # the sequence of a figure another item shows is told in that item's context: asking it would ask what a
     # sibling states
     told_kinds = {x.kind for x in [*(shown[:2]), *(pair or ())]}

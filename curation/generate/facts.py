@@ -8,6 +8,7 @@ A missing fact is simply absent; a template that requires it is not made from th
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -191,6 +192,10 @@ def fact_sets(case: Case, knowledge: dict[str, Any], diagnoses: Diagnoses | None
 
 
 # ----------------------------------------------------------------------------- case-wide facts
+# a history that states the patient's age: "58 year old", "3-month-old", "an infant"
+_AGE_TOLD = re.compile(r"\b\d+\s*(?:-|\s)?(?:years?|yrs?|y/?o|y\.o\.?|months?|mos?|weeks?|wks?|days?)\b|"
+                       r"\b(?:infant|newborn|neonate)s?\b", re.I)
+
 def _case_facts(case: Case, knowledge: dict[str, Any]) -> dict[str, Any]:
     f: dict[str, Any] = {"source": case.source.value, "case_id": case.case_id}
     if case.diagnosis.differential:
@@ -205,6 +210,10 @@ def _case_facts(case: Case, knowledge: dict[str, Any]) -> dict[str, Any]:
         sex = sex_word(case.patient.sex, case.patient.age) or "patient"
         who = f"{age_phrase(case.patient.age, case.patient.age_90_plus)} {sex}"
     context = clinical_context(case.presentation, knowledge, who)
+    if context and who and not _AGE_TOLD.search(context):
+        # the age and sex where the history does not tell them ("Skull pain. Noncontributory."): a reader weighs an
+        # eosinophilic granuloma against a metastasis by the age (a clinical read)
+        context = f"{who[0].upper()}{who[1:]}. {context}"
     if context:
         f["presentation"] = context
     if case.ehr.get("APOE4") is not None:

@@ -171,7 +171,9 @@ def _case(ctx: IngestContext, rec: dict[str, Any], by_image: dict[str, dict[str,
     if age is None:
         age = next((float(a) for a in ages if a.replace(".", "", 1).isdigit() and float(a) > 0), None)
     sex = next((spec["sex"][s] for s in sexes if s in spec["sex"]), None)
-    presentation = " ".join(x for x in (fields["history"], fields["exam"]) if x)
+    # the history and the examination are two fields: each ends its sentence ("Skull pain" + "Noncontributory")
+    presentation = " ".join(x if x.rstrip().endswith((".", "!", "?")) else f"{x.rstrip()}."
+                            for x in (fields["history"], fields["exam"]) if x)
     sections = {k: fields[k] for k in ("findings", "exam", "treatment", "discussion") if fields[k]}
     return Case(
         case_id=case_id, source=SourceName.medpix, license=spec["license"],

@@ -10,6 +10,7 @@ reference an open answer is graded against."""
 from __future__ import annotations
 
 import re
+import zlib
 from collections import Counter
 from typing import Any
 
@@ -403,7 +404,11 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         # the wrong options are every common sequence but the key, then the other sequence asked most so far: a
         # guesser that picks the sequence most often the key finds it offered on every item, not only where it is
         # the key (majority-answer guesser +0.14 over chance with four drawn at random from seven, on one layout)
-        common = [k for k in COMMON_KINDS if k != fig.kind]
+        # (and one T1 among the options, before or after contrast, never both: one slice without an enhancing
+        # structure in it does not tell them apart, 2 sequence items a clinical read found undecidable; where the key
+        # is neither, which one is offered is drawn per case, so that a lone T1 is no sign of the key)
+        t1 = fig.kind if fig.kind in ("T1", "T1C") else ("T1", "T1C")[zlib.crc32(case.case_id.encode()) % 2]
+        common = [k for k in COMMON_KINDS if k != fig.kind and (k not in ("T1", "T1C") or k == t1)]
         rare = sorted((k for k in MR_KINDS if k not in COMMON_KINDS and k != fig.kind),
                       key=lambda k: (-kinds_asked[k], KIND_RARITY.index(k)))
         f["kind_options"] = [kind_name(k) for k in [*common, *rare][:4] if k in all_kinds()]

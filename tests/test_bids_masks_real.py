@@ -1,9 +1,10 @@
-"""Lesion masks that come with a source are its truth: a real glioma (BraTS, FLAIR and post-contrast T1) and a real MS
-patient (Ljubljana, FLAIR) laid out as a BIDS dataset with their expert masks under derivatives/, through ingest,
-de-identification, normalize and generation. Each image's lesion render is placed by its own mask (no finder), its
-slice cuts the mask where the mask is widest, its count and volume are the mask's, and the side an item keys is the
-side a person reads on the image. A change mask, and a mask on another voxel grid, are counted and left out.
-Skipped when ../shared is absent."""
+"""Lesion masks that come with a source are its truth: two real gliomas (BraTS: FLAIR and post-contrast T1, and a
+post-contrast T1 alone) and a real MS patient (Ljubljana, FLAIR) laid out as a BIDS dataset with their expert masks
+under derivatives/, through ingest, de-identification, normalize and generation. Each brain-only image passes as
+face-free (the known lesion left out of the brain check) and its lesion render is placed by its own mask (no
+finder): its slice cuts the mask where the mask is widest, its count and volume are the mask's, and the side an item
+keys is the side a person reads on the image. A change mask, and a mask on another voxel grid, are counted and left
+out. Skipped when ../shared is absent."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not (LESIONS / "README.md").is
                                                   reason="../shared/fixtures/lesions absent")]
 # subject -> (fixture folder, {BIDS name: fixture file})
 SUBJECTS = {"g05": ("brats_pat0005", {"FLAIR": "flair", "ce-gadolinium_T1w": "t1c"}),
+            # a tumour of 217 mL whose mass effect hides the grey and white matter from the brain check
+            "g06": ("brats_pat0006", {"ce-gadolinium_T1w": "t1c"}),
             "m07": ("ms_patient07", {"FLAIR": "flair"})}
 # read on the image by a person, not by the code: brats_pat0005's tumour lies in the right hemisphere (the left of
 # the image in radiological convention; the mask's voxels lie towards the patient's right of the brain's middle)
@@ -56,8 +59,10 @@ def curated(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return through_generate(p, "bids", root, tmp_path_factory.mktemp("bids-masks-work"))
 
 
-def _subject(case: Case) -> str:
-    return "m07" if len(case.all_series()) == 1 else "g05"
+def _subjects(curated: dict) -> dict[str, str]:
+    """Case id -> BIDS subject, read from the paths ingest stored its files under."""
+    return {c.case_id: next(sub for sub in SUBJECTS for s in c.all_series() for f in s.files if f"sub-{sub}" in f)
+            for c in curated["ingested"]}
 
 
 def test_masks_go_with_their_images_and_other_derivatives_are_counted(curated: dict) -> None:
@@ -65,7 +70,7 @@ def test_masks_go_with_their_images_and_other_derivatives_are_counted(curated: d
     assert skipped.get("skipped:derivative_not_read") == 1, skipped  # the change mask
     assert skipped.get("skipped:mask_unmatched") == 1, skipped  # the mask on another grid
     series = [s for c in curated["cases"] for s in c.all_series()]
-    assert len(series) >= 2 and all(s.lesion_mask for s in series), [(s.series_id, s.lesion_mask) for s in series]
+    assert len(series) == 4 and all(s.lesion_mask for s in series), [(s.series_id, s.lesion_mask) for s in series]
     assert not curated["reports"]["deid"]["failures_by_reason"], curated["reports"]["deid"]
 
 
@@ -73,8 +78,9 @@ def test_the_lesion_render_lies_where_the_expert_mask_is_widest_with_its_count_a
     import nibabel as nib
     from scipy import ndimage
 
+    subjects = _subjects(curated)
     for case in curated["cases"]:
-        folder = SUBJECTS[_subject(case)][0]
+        folder = SUBJECTS[subjects[case.case_id]][0]
         raw = nib.load(LESIONS / folder / "mask.nii.gz")
         mask = np.asarray(raw.dataobj) > 0
         area = mask.sum(axis=(0, 1))  # every fixture's third voxel axis runs inferior to superior
@@ -94,7 +100,7 @@ def test_the_lesion_render_lies_where_the_expert_mask_is_widest_with_its_count_a
 
 def test_the_side_an_item_keys_is_the_side_a_person_reads(curated: dict) -> None:
     items = [i for i in curated["items"] if i.template_id == "mask_lesion_laterality"]
-    by_case = {c.case_id: _subject(c) for c in curated["cases"]}
+    by_case = _subjects(curated)
     assert {by_case[i.case_id] for i in items} == set(SIDE), [(by_case[i.case_id], i.answer) for i in items]
     for item in items:
         assert item.answer == SIDE[by_case[item.case_id]] and all(curated["images"][item.item_id])

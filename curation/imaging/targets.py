@@ -142,13 +142,19 @@ def _small(data: np.ndarray, affine: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return small, small_aff
 
 
-def brain_check(data: np.ndarray, affine: np.ndarray, fit: Any) -> str | None:
-    """Why the series shows no brain where ``fit`` puts the template's (see _anatomy_check), or None."""
+def brain_check(data: np.ndarray, affine: np.ndarray, fit: Any, exclude: np.ndarray | None = None) -> str | None:
+    """Why the series shows no brain where ``fit`` puts the template's (see _anatomy_check), or None. ``exclude``:
+    voxels (a known lesion, on the series' grid) left out of the tissues compared, with 6 mm around them."""
+    from scipy import ndimage
+
     from curation.imaging import anatomy
 
     maps = anatomy.template_maps(2.0)
     small, small_aff = _small(data, affine)
     gm, wm, vent = fit.on_series([maps.gm, maps.wm, maps.csf * (maps.brain > 0.5)], maps, small.shape, small_aff)
+    if exclude is not None:
+        keep = ~ndimage.binary_dilation(_small(exclude, affine)[0], iterations=3)
+        gm, wm, vent = gm * keep, wm * keep, vent * keep
     return _anatomy_check(small, gm, wm, vent, float(np.linalg.norm(small_aff[:3, 0])))
 
 

@@ -90,3 +90,13 @@ def wants_deface(ctx: SeriesContext) -> bool:
     """Whether this series is to be defaced: ``deface`` on, and its sequence among ``deface_sequences`` (None: all)."""
     p = ctx.params
     return bool(p.deface) and (p.deface_sequences is None or ctx.task.sequence in p.deface_sequences)
+
+
+def lesion_mask_on(path: str, img: Any) -> np.ndarray:
+    """The source's lesion mask (``SeriesTask.lesion_mask``) on the series' present grid: nearest neighbour through
+    world coordinates (the earlier steps reoriented and resampled the image, not the mask); any label above 0."""
+    import nibabel as nib
+    from nilearn.image import resample_to_img
+
+    on = resample_to_img(nib.load(path), img, interpolation="nearest", force_resample=True, copy_header=True)
+    return np.asarray(on.dataobj) > 0

@@ -6,7 +6,14 @@ from typing import Any
 
 import numpy as np
 
-from curation.imaging.steps.base import Refused, SeriesContext, step_record, voxel_data, wants_deface
+from curation.imaging.steps.base import (
+    Refused,
+    SeriesContext,
+    lesion_mask_on,
+    step_record,
+    voxel_data,
+    wants_deface,
+)
 from curation.report import Outcome
 from curation.schema import Step
 
@@ -29,7 +36,10 @@ def _face_free(img: Any, ctx: SeriesContext) -> dict[str, Any] | None:
                   "its head")
     else:
         return None  # a face to remove (every whole head): the brain check below is not needed
-    if brain_check(data, affine, ctx.fit) is not None:
+    # a lesion the source's own mask shows is no anatomy to check the fit against (a glioma's mass effect and
+    # oedema blur the grey and white matter around it: a real post-contrast T1 read 0.11 with it, above 0.15 without)
+    lesion = lesion_mask_on(ctx.task.lesion_mask, img) if ctx.task.lesion_mask else None
+    if brain_check(data, affine, ctx.fit, exclude=lesion) is not None:
         return None  # no brain where the fit puts it: not shown to be a brain, so the defacer decides
     return {"outcome": "face_free", "reason": reason, "face_region_in_view": in_view, "face_region_tissue": tissue,
             "series_kind": ctx.fit.kind}

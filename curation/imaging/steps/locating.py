@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from curation.imaging.steps.base import SeriesContext, step_record, voxel_data
+from curation.imaging.steps.base import SeriesContext, lesion_mask_on, step_record, voxel_data
 from curation.schema import MASK_LOCATED, Step
 
 
@@ -19,7 +17,7 @@ def locate_targets(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     ctx.refused = refused_planes(ctx.sampling, p.max_reformat_spacing_mm, p.max_isotropic_reformat_mm)
     if not p.key_slices:
         return img, None
-    mask = _lesion_mask(ctx.task.lesion_mask, img) if ctx.task.lesion_mask and "lesion" in p.targets else None
+    mask = lesion_mask_on(ctx.task.lesion_mask, img) if ctx.task.lesion_mask and "lesion" in p.targets else None
     ctx.located = locate(voxel_data(img), img.affine, ctx.task.sequence, p, ctx.refused, fit=ctx.fit, mask=mask)
     if ctx.fit_failed:  # what the source's mask placed needs no fit
         kept = [t for t in ctx.located["targets"] if t.get("located_by") == MASK_LOCATED]
@@ -27,14 +25,3 @@ def locate_targets(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
                                                                   if not (t == "lesion" and kept)})
         ctx.located["targets"] = kept
     return img, step_record("locate_targets", **dict(ctx.located["anatomy"].items()))
-
-
-def _lesion_mask(path: str, img: Any) -> np.ndarray:
-    """The source's lesion mask on the series' present grid (nearest neighbour through world coordinates: the
-    earlier steps reoriented and resampled the image, not the mask); any label above 0 is lesion."""
-    import nibabel as nib
-    from nilearn.image import resample_to_img
-
-    mask = nib.load(path)
-    on = resample_to_img(mask, img, interpolation="nearest", force_resample=True, copy_header=True)
-    return np.asarray(on.dataobj) > 0

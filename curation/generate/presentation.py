@@ -68,7 +68,7 @@ def _scrub(s: str, who: str | None = None) -> str:
     s = re.sub(rf"\s+(?:(?:on|in|during)\s+)?(?:the\s+)?(?:morning|afternoon|evening|night)\s+of\s+(?:{date})", "", s)
     s = re.sub(rf"\s+(?:on|since|from|at|dated|of)\s+(?:{date})", "", s)
     # a relative or place named after its role: "his wife [NAME]", "of [ADDRESS]"
-    s = re.sub(rf"\s+(?:of|from|in|at)\s+{_PH}", "", s)
+    s = re.sub(rf"\s+(?:of|from|in|at|to|into|near|for)\s+{_PH}", "", s)  # "deployed to [LOCATION]": "deployed"
     s = re.sub(rf"\s*(?:{_TITLE})?{_PH}(?=[\s,.;:])", "", s)
     s = re.sub(r"\s+([,.;:])", r"\1", re.sub(r"\s{2,}", " ", s)).strip()
     s = re.sub(r",\s*,", ",", s)

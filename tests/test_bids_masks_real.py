@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from curation.schema import MASK_LOCATED, Case
+from curation.schema import MASK_LOCATED
 
 from .factories import project_params, through_generate
 

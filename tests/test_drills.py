@@ -133,7 +133,9 @@ def test_flaky_llm_endpoint_stage_finishes_with_bounded_retries(pipeline, tmp_pa
         if bucket < 6 and seen[key] == 1:
             return Reply(status=429)  # recovers on retry
         if bucket < 7 and seen[key] == 1:
-            return Reply('{"late": true}', delay=1.0)  # times out once, then recovers
+            # times out once, then recovers: late by six times the client's timeout, so that an event loop busy
+            # with a batch's other replies cannot read it before its timeout fires (1 s against 0.5 s did, once)
+            return Reply('{"late": true}', delay=3.0)
         return good(body, n)
 
     p = load_params(ROOT / "params.yaml").generate

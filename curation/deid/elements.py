@@ -131,6 +131,7 @@ def _tag(tag: int) -> Any:
 
 SECONDARY_CAPTURE = "1.2.840.10008.5.1.4.1.1.7"  # every Secondary Capture SOP class starts so
 VL_PHOTO = "1.2.840.10008.5.1.4.1.1.77.1"
+BURNED_IN_MARKED = "BurnedInAnnotation=YES"
 
 
 def burned_in_risk(ds: Any) -> str | None:
@@ -138,7 +139,7 @@ def burned_in_risk(ds: Any) -> str | None:
     or a screen save), or None."""
     sop_class = tag_text(ds, 0x00080016)
     if tag_text(ds, 0x00280301).upper() == "YES":
-        return "BurnedInAnnotation=YES"
+        return BURNED_IN_MARKED
     if sop_class.startswith(SECONDARY_CAPTURE) or sop_class == VL_PHOTO or "SCREEN SAVE" in \
             tag_text(ds, 0x00080008).upper():
         return f"secondary capture/photograph (SOP class {sop_class})"

@@ -16,9 +16,9 @@ from functools import lru_cache
 from typing import Any
 
 from curation.deid.elements import (
+    BURNED_IN_MARKED,
     RAW_TEXT_VRS,
-    SECONDARY_CAPTURE,
-    VL_PHOTO,
+    burned_in_risk,
     date_offset_days,
     dictionary_vr,
     element_text,
@@ -122,13 +122,11 @@ class Deidentifier:
                    pixels_cleaned: bool = False) -> Outcome[Deidentified]:
         """``pixels_cleaned``: the identifying text burned into its pixels was masked first (pixels.clean_dicom_pixels);
         otherwise an image marked or suspected as burned in is refused whole."""
-        sop_class = tag_text(ds, SOP_CLASS_UID)
-        image_type = tag_text(ds, IMAGE_TYPE).upper()
-        if tag_text(ds, BURNED_IN).upper() == "YES" and not pixels_cleaned:
-            return Outcome.failure("burned_in_annotation", "BurnedInAnnotation=YES; no pixel-mask rule for this device")
-        if (sop_class.startswith(SECONDARY_CAPTURE) or sop_class == VL_PHOTO or "SCREEN SAVE" in image_type) \
-                and not pixels_cleaned:
-            return Outcome.failure("burned_in_risk", f"secondary capture/photograph (SOP class {sop_class})")
+        risk = None if pixels_cleaned else burned_in_risk(ds)
+        if risk == BURNED_IN_MARKED:
+            return Outcome.failure("burned_in_annotation", f"{risk}; no pixel-mask rule for this device")
+        if risk:
+            return Outcome.failure("burned_in_risk", risk)
         days = date_offset_days(patient_key, self.secret, self.params.max_date_shift_days)
         tokens = identity_tokens(ds)
         scrub = Scrubber(tokens)

@@ -69,11 +69,15 @@ def _process_series(task: SeriesTask) -> Outcome[SeriesResult]:
     ctx = SeriesContext(task)
     img: Any = None
     records: list[Step] = []
-    with threads(task.threads):
-        for fn in steps.STEPS:
-            img, record = fn(img, ctx)
-            if record is not None:
-                records.append(record)
+    try:
+        with threads(task.threads):
+            for fn in steps.STEPS:
+                img, record = fn(img, ctx)
+                if record is not None:
+                    records.append(record)
+    finally:
+        if ctx.fit is not None:
+            ctx.fit.close()
     return Outcome.success(SeriesResult(nifti=relpath(Path(task.final_dir) / "volume.nii.gz"), spacing=ctx.spacing,
                                         shape=tuple(int(s) for s in img.shape), orientation="RAS",
                                         renders=ctx.renders, qc=ctx.qc, steps=records, sidecar=ctx.sidecar))

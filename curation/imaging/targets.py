@@ -9,6 +9,7 @@ isotropic 3D series sampled up to ``max_isotropic_reformat_mm``.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -80,7 +81,8 @@ def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Normal
     ``fit`` is the series' anatomy fit when an earlier step made it (one registration per volume); ``mask`` the
     source's lesion mask on the series' grid, which places the lesion instead of the finder."""
     try:
-        return _locate(data, affine, sequence, p, refused or {}, fit, mask)
+        with contextlib.ExitStack() as made:  # a fit made here is removed when location is done
+            return _locate(data, affine, sequence, p, refused or {}, fit, mask, made)
     except Exception as exc:  # numpy/scipy/ITK raise many types on degenerate volumes
         return {"targets": [], "anatomy": {"fit": "failed", "not_located": {
             t: f"target location failed ({type(exc).__name__}: {str(exc)[:200]})" for t in sorted(p.targets)}}}
@@ -159,7 +161,8 @@ def brain_check(data: np.ndarray, affine: np.ndarray, fit: Any, exclude: np.ndar
 
 
 def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: NormalizeParams,
-            refused: dict[str, str], fit: Any, mask: np.ndarray | None = None) -> dict[str, Any]:
+            refused: dict[str, str], fit: Any, mask: np.ndarray | None,
+            made: contextlib.ExitStack) -> dict[str, Any]:
     """Target placements for a normalized series: ``{"targets": [...], "anatomy": {...}}``. Each target is
     ``{target, plane, slice_index, position_mm, located_by}`` (the brain montage has ``slices`` instead); a target
     that cannot be placed is left out and its reason listed in ``anatomy["not_located"]``."""
@@ -180,7 +183,9 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
     if not wanted:
         return out
     try:
-        fit = fit or templatefit.fit_template(data, affine, sequence)
+        if fit is None:
+            fit = templatefit.fit_template(data, affine, sequence)
+            made.callback(fit.close)
     except Exception as exc:  # ITK raises on degenerate images
         out["anatomy"]["fit"] = "failed"
         out["anatomy"]["not_located"] = {t: f"template registration failed ({type(exc).__name__})"

@@ -203,6 +203,11 @@ class Fit:
         return [ants.apply_transforms(fixed=ref, moving=to_ants(a, maps.affine), transformlist=self._fwd,
                                       interpolator="linear").numpy().astype(np.float32) for a in arrays]
 
+    def close(self) -> None:
+        """Remove the transform files now: a pool worker ends by os._exit, which runs no finalizer, so a fit left to
+        the garbage collector there would leave its folder in the temp dir."""
+        self._dir.cleanup()
+
     def record(self) -> dict[str, Any]:
         """What the fit was, for the series' provenance (the linear part; the deformation is not written)."""
         p = registration_presets()

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,9 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Completed
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The demo through `dvc repro` in a temp git repo; removed after the module (it and its DVC cache are the
+    suite's largest folder)."""
     proj = tmp_path_factory.mktemp("project")
     for name in PROJECT_FILES:
         src = ROOT / name
@@ -43,7 +46,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, s
         assert r.returncode == 0, r.stderr
     r = _run(["dvc", "repro"], proj, env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return proj, env
+    yield proj, env
+    shutil.rmtree(proj, ignore_errors=True)
 
 
 def test_release_is_built_and_verified(project: tuple[Path, dict[str, str]]) -> None:

@@ -89,7 +89,7 @@ class Scripted:
         out = []
         for req, res in zip(requests, self.results, strict=False):
             reason = req.check(res.value) if res.ok and req.check else None
-            out.append(Result(False, res.key, res.texts, error=f"rejected:{reason}", model=res.model)
+            out.append(Result(False, res.key, res.texts, error="rejected", error_detail=reason, model=res.model)
                        if reason else res)
         return out
 
@@ -140,7 +140,8 @@ def test_steps_check_rejects_a_well_formed_reply_and_keeps_it(toy_dir):
     step = Toy(Section(toy_limit=2), toy_dir)
     client = Scripted([Result(True, "k", ['{"count": 5}'], data=[{"count": 5}], model="m")])
     [out] = step.run(client, ["x"])  # type: ignore[arg-type]
-    assert out.code == "rejected:over_limit" and out.raw_reply == ('{"count": 5}',) and out.raw_input == "x"
+    assert (out.code, out.detail) == ("rejected", "over_limit")
+    assert out.raw_reply == ('{"count": 5}',) and out.raw_input == "x"
 
 
 def test_reply_the_reply_model_cannot_read_is_rejected_as_unparsable(toy_dir):
@@ -195,8 +196,8 @@ def test_augmenter_keeps_failures_with_raw_reply_and_leaves_the_item(tmp_path, m
     report = Report(stage="generate")
     Augmenter(gp, client, report, failures.append, PROMPTS).augment([it])  # type: ignore[arg-type]
     assert it.question == question and not it.augmentations
-    assert failures == [{"step": "paraphrase", "item_id": it.item_id, "error": "rejected:unchanged",
-                         "raw": ['{"question": "x"}']}]
+    assert failures == [{"step": "paraphrase", "item_id": it.item_id, "error": "rejected",
+                         "detail": "unchanged", "raw": ['{"question": "x"}']}]
     assert report.counts == {"llm:paraphrase:failed": 1, "llm_failed:paraphrase:rejected": 1}
 
 

@@ -137,7 +137,8 @@ class Result:
     key: str
     texts: list[str] = field(default_factory=list)
     data: list[Any] = field(default_factory=list)
-    error: str | None = None
+    error: str | None = None  # a short code (malformed_json, schema_violation, rejected, http_500 ...)
+    error_detail: str = ""  # what in the reply it was about: the schema path, the check's reason
     cached: bool = False
     model: str = ""
 
@@ -245,9 +246,10 @@ class LLMClient:
 
     # -- parsing ----------------------------------------------------------------------------------------
     @staticmethod
-    def _parse(text: str, req: Request) -> tuple[Any, str | None]:
+    def _parse(text: str, req: Request) -> tuple[Any, str | None, str]:
+        """The reply's value, or None with a failure code and its detail."""
         if req.schema is None and req.check is None:
-            return text, None
+            return text, None, ""
         value: Any = text
         if req.schema is not None:
             stripped = text.strip()
@@ -256,16 +258,16 @@ class LLMClient:
             try:
                 value = json.loads(stripped)
             except json.JSONDecodeError:
-                return None, "malformed_json"
+                return None, "malformed_json", ""
             exc = _schema_error(value, req.schema)
             if exc is not None:
                 where = "/".join(map(str, exc.absolute_path)) or "answer"
-                return None, f"schema_violation:{where}"
+                return None, "schema_violation", where
         if req.check is not None:
             reason = req.check(value)
             if reason:
-                return None, f"rejected:{reason}"
-        return value, None
+                return None, "rejected", reason
+        return value, None, ""
 
     def _interpret(self, body: dict[str, Any], req: Request, key: str, cached: bool) -> Result:
         texts = [(c.get("message") or {}).get("content") or "" for c in body.get("choices", [])]
@@ -273,12 +275,13 @@ class LLMClient:
             return Result(False, key, error="empty_response", cached=cached, model=body.get("model", ""))
         values, errors = [], []
         for t in texts:
-            v, err = self._parse(t, req)
+            v, err, detail = self._parse(t, req)
             values.append(v)
             if err:
-                errors.append(err)
+                errors.append((err, detail))
         if errors and len(errors) == len(texts):
-            return Result(False, key, texts=texts, error=errors[0], cached=cached, model=body.get("model", ""))
+            return Result(False, key, texts=texts, error=errors[0][0], error_detail=errors[0][1], cached=cached,
+                          model=body.get("model", ""))
         return Result(True, key, texts=texts, data=values, cached=cached, model=body.get("model", ""))
 
     # -- calling ----------------------------------------------------------------------------------------

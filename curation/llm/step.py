@@ -152,7 +152,8 @@ class LLMStep(ABC, Generic[In, Out]):
                 return StepOutcome(Kind.ok, _value=self.parse(res.value), provenance=prov, raw_input=inp, raw_reply=raw)
             except ValidationError:
                 return StepOutcome(Kind.failed, UNPARSABLE, provenance=prov, raw_input=inp, raw_reply=raw)
-        return StepOutcome(Kind.failed, res.error or "unknown", provenance=prov, raw_input=inp, raw_reply=raw)
+        return StepOutcome(Kind.failed, res.error or "unknown", res.error_detail, provenance=prov, raw_input=inp,
+                           raw_reply=raw)
 
     def run(self, client: LLMClient, inputs: Sequence[In]) -> list[StepOutcome[Out]]:
         """One outcome per input, in order (the requests go out together, bounded by the client)."""

@@ -109,7 +109,7 @@ def model_baselines(items: list[Item], params: ValidityParams, llm: LlmParams, p
             hits: dict[str, list[bool]] = defaultdict(list)
             for s in ask(client, prompt, evs, params.samples, params.temperature):
                 if s.response is None:
-                    report.counts[f"validity:failed_call:{(s.error or '').split(':')[0]}"] += 1
+                    report.counts[f"validity:failed_call:{s.error or 'unknown'}"] += 1
                     continue
                 it = by_id[s.item_id]
                 hits[s.item_id].append(extract_letter(s.response, it.options) == LETTERS[it.answer_index or 0])

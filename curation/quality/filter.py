@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from curation.generate import tags
 from curation.jsonio import read_jsonl, write_json, write_jsonl
 from curation.params import FilterParams, LlmParams
 from curation.quality import item_gates
+from curation.quality.gates import Rejection
 from curation.records import staged_dir
 from curation.report import Report
 from curation.schema import Item
@@ -52,10 +54,14 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
     llm = llm or LlmParams()
     rejected: list[dict[str, object]] = []
 
-    def reject(item: Item, reasons: list[str], detail: object = None) -> None:
+    def reject(item: Item, reasons: Sequence[str | Rejection], detail: object = None) -> None:
+        """Record an item's rejection: each reason a gate's code (or a model gate's Rejection, with its detail)."""
         for r in reasons:
-            report.counts[f"rejected:{r.split(':')[0] if r.startswith('verifier') else r}"] += 1
-        rejected.append({"item_id": item.item_id, "template_id": item.template_id, "reasons": reasons,
+            report.counts[f"rejected:{r.code if isinstance(r, Rejection) else r}"] += 1
+            if isinstance(r, Rejection) and r.detail:
+                detail = r.detail
+        rejected.append({"item_id": item.item_id, "template_id": item.template_id,
+                         "reasons": [r.label if isinstance(r, Rejection) else r for r in reasons],
                          **({"detail": detail} if detail else {})})
 
     synonyms = load_synonyms(params.lexicon)
@@ -98,8 +104,7 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
         if item.item_id in dups:
             reject(item, [dups[item.item_id]])
         elif item.item_id in gated:
-            reason, detail = gated[item.item_id]
-            reject(item, [reason], detail)
+            reject(item, [gated[item.item_id]])
         elif item.item_id in capped:
             reject(item, ["rebalanced_out"])
         else:

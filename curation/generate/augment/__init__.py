@@ -46,8 +46,9 @@ class Augmenter:
         step = outcome.origin.step
         self.report.counts[f"llm:{step}:{'ok' if outcome.ok else 'failed'}"] += 1
         if not outcome.ok:
-            self.report.counts[f"llm_failed:{step}:{outcome.code.split(':')[0]}"] += 1
-            self.log_failure({"step": step, "item_id": input_id, "error": outcome.code, "raw": list(outcome.raw_reply)})
+            self.report.counts[f"llm_failed:{step}:{outcome.code}"] += 1
+            self.log_failure({"step": step, "item_id": input_id, "error": outcome.code, "detail": outcome.detail,
+                              "raw": list(outcome.raw_reply)})
         return outcome.ok
 
     def augment(self, items: list[Item]) -> list[Item]:

@@ -2,9 +2,9 @@
 post-contrast T1 alone) and a real MS patient (Ljubljana, FLAIR) laid out as a BIDS dataset with their expert masks
 under derivatives/, through ingest, de-identification, normalize and generation. Each brain-only image passes as
 face-free (the known lesion left out of the brain check) and its lesion render is placed by its own mask (no
-finder): its slice cuts the mask where the mask is widest, its count and volume are the mask's, and the side an item
-keys is the side a person reads on the image. A change mask, and a mask on another voxel grid, are counted and left
-out. Skipped when ../shared is absent."""
+finder): its slice cuts the mask where the mask is widest, its count and volume are the mask's, the side an item
+keys is the side a person reads on the image, and the lobe it keys the lobe a neuroradiologist reads. A change mask,
+and a mask on another voxel grid, are counted and left out. Skipped when ../shared is absent."""
 
 from __future__ import annotations
 
@@ -30,6 +30,12 @@ SUBJECTS = {"g05": ("brats_pat0005", {"FLAIR": "flair", "ce-gadolinium_T1w": "t1
 # read on the image by a person, not by the code: brats_pat0005's tumour lies in the right hemisphere (the left of
 # the image in radiological convention; the mask's voxels lie towards the patient's right of the brain's middle)
 SIDE = {"g05": "right"}
+# read on the volumes by a neuroradiologist's eye (a reviewer who had not seen the code), landmarks the Sylvian fissure,
+# the central and parieto-occipital sulci: brats_pat0005's tumour is centred in the right inferior parietal lobule and
+# reaches across the parieto-occipital sulcus (so "occipital lobe" is a second defensible answer on its slice, and no
+# wrong option); brats_pat0006's is a left frontal mass. The MS patient's lesions are in many lobes: no lobe item.
+LOBE = {"g05": "parietal lobe", "g06": "frontal lobe"}
+NOT_OFFERED = {"g05": {"occipital lobe"}}
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +111,13 @@ def test_the_side_an_item_keys_is_the_side_a_person_reads(curated: dict) -> None
     for item in items:
         assert item.answer == SIDE[by_case[item.case_id]] and all(curated["images"][item.item_id])
         assert set(item.options) == {"left", "right", "bilateral"}
+
+
+def test_the_lobe_an_item_keys_is_the_lobe_a_neuroradiologist_reads(curated: dict) -> None:
+    items = [i for i in curated["items"] if i.template_id == "mask_lesion_lobe"]
+    by_case = _subjects(curated)
+    assert {by_case[i.case_id]: i.answer for i in items} == LOBE
+    for item in items:
+        sub = by_case[item.case_id]
+        assert all(curated["images"][item.item_id]) and item.answer in item.options and len(item.options) >= 3
+        assert not NOT_OFFERED.get(sub, set()) & set(item.options), item.options

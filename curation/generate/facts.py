@@ -53,6 +53,8 @@ class MaskLesionFacts(BaseModel):
     laterality: str | None = None  # left, right or bilateral on the shown slice; None where neither is clear
     count: int
     largest_mm3: float
+    lobe: str | None = None  # where most of the shown slice's lesion lies (normalize: lobes.yaml); None if unclear
+    other_lobes: list[str] = []  # the lobes the slice's lesion does not reach: a lobe item's wrong options
 
 
 class DeficitFacts(BaseModel):

@@ -16,7 +16,7 @@ from curation.generate.renders import (
     usable,
 )
 from curation.generate.values import age_phrase, fmt, grade_of, score_of
-from curation.schema import MASK_LOCATED, Case, Visit
+from curation.schema import MASK_LOCATED, Case, Render, Series, Visit
 
 LESION_SEQUENCES = ("FLAIR", "T2w", "DWI", "SWI")
 TARGET_SEQUENCE = "T1w"  # the anatomy of dementia items is read on T1-weighted images
@@ -55,15 +55,18 @@ def visit_facts(f: dict[str, Any], case: Case, visit: Visit, knowledge: dict[str
         # a volume measure goes with an image of the visit it was measured at: its T1-weighted series, or where it
         # has none its T2-weighted one
         _graded_facts(f, scores, knowledge, images)
-    lesion = next(((s, r) for s in visit.series if s.sequence in LESION_SEQUENCES and usable(s)
-                   for r in [target_render(s, "lesion")] if r is not None), None)
+    # a lesion the finder placed is shown on a sequence it stands out on; one the source's mask placed on whatever
+    # series the mask goes with (a glioma's post-contrast T1), after those
+    lesion = next(((s, r) for s in sorted(visit.series, key=lambda s: s.sequence not in LESION_SEQUENCES)
+                   if usable(s) for r in [target_render(s, "lesion")] if r is not None
+                   and (s.sequence in LESION_SEQUENCES or _mask_located(s, r))), None)
     if lesion is not None:
         images["lesion"] = evidence_of(lesion[1], lesion[0], visit, "lesion").model_dump()
-        placed = next((t for t in lesion[0].qc.get("targets") or [] if isinstance(t, dict)
-                       and t.get("target") == "lesion" and t.get("slice_index") == lesion[1].slice_index), {})
+        placed = _placed_lesion(*lesion)
         if placed.get("located_by") == MASK_LOCATED:  # the source's mask is the truth of where the lesion is
             f["mask_lesion"] = {"laterality": placed.get("laterality"), "count": placed["count"],
-                                "largest_mm3": placed["largest_mm3"]}
+                                "largest_mm3": placed["largest_mm3"], "lobe": placed.get("lobe"),
+                                "other_lobes": list(placed.get("lobes_ruled_out") or [])}
     known = [s for s in visit.series if s.sequence and usable(s) and mid_render(s) is not None]
     if known:
         # which series a sequence question shows is drawn per case, so the answer is not always the first sequence
@@ -197,3 +200,12 @@ def change_facts(case: Case, visits: list[Visit], common: dict[str, Any],
             return f
     return None
 
+
+def _placed_lesion(series: Series, render: Render) -> dict[str, Any]:
+    """The lesion placement (normalize's qc.targets) a series' lesion render was made from; {} if none."""
+    return next((t for t in series.qc.get("targets") or [] if isinstance(t, dict)
+                 and t.get("target") == "lesion" and t.get("slice_index") == render.slice_index), {})
+
+
+def _mask_located(series: Series, render: Render) -> bool:
+    return _placed_lesion(series, render).get("located_by") == MASK_LOCATED

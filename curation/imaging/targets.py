@@ -135,9 +135,14 @@ def carry_targets(reference_targets: list[dict[str, Any]], to_series: np.ndarray
     return placed, missed
 
 
+def _small_step(affine: np.ndarray) -> int:
+    """The decimation that brings a grid to about LESION_GRID_MM."""
+    return max(1, int(round(LESION_GRID_MM / float(np.sqrt((affine[:3, 0] ** 2).sum())))))
+
+
 def _small(data: np.ndarray, affine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The volume decimated to about LESION_GRID_MM, with its own affine (the grid tissue maps are checked on)."""
-    step = max(1, int(round(LESION_GRID_MM / float(np.sqrt((affine[:3, 0] ** 2).sum())))))
+    step = _small_step(affine)
     small = np.ascontiguousarray(data[::step, ::step, ::step])
     small_aff = affine.copy()
     small_aff[:3, :3] = affine[:3, :3] * step
@@ -337,6 +342,34 @@ def place_mask_lesion(mask: np.ndarray, data: np.ndarray, affine: np.ndarray,
     if side is not None:
         placed["laterality"] = side
     return placed, ""
+
+
+def tell_mask_lobe(placed: dict[str, Any], mask: np.ndarray, data: np.ndarray, affine: np.ndarray, fit: Any) -> None:
+    """Add to a mask-placed lesion the lobes its voxels lie in (the AAL2 lobes of lobes.yaml carried onto the series
+    by its anatomy fit): ``lobes_in_slice`` and ``lobes`` (shares of the shown slice's lesion and of the whole mask)
+    and ``lobe`` where lobes.told_lobe names one, with the lobes the image rules out (``lobes_ruled_out``)."""
+    from curation.imaging import anatomy, lobes
+
+    maps = anatomy.template_maps(2.0)
+    small, small_aff = _small(data, affine)
+    on_small = fit.on_series([lobes.lobe_map(2.0).astype(np.float32)], maps, small.shape, small_aff,
+                             interpolator="genericLabel")[0]
+    step = _small_step(affine)
+    codes = np.rint(on_small).astype(np.int64)
+
+    def lobe_codes(voxels: np.ndarray) -> np.ndarray:  # the 2 mm grid's code at each full-grid voxel
+        near = np.minimum(np.rint(voxels / step).astype(np.int64), np.array(codes.shape) - 1)
+        return codes[tuple(near.T)]
+
+    whole = np.argwhere(mask > 0)
+    idx = int(placed["slice_index"])
+    in_slice = whole[whole[:, 2] == idx]
+    placed["lobes_in_slice"] = lobes.lobe_shares(lobe_codes(in_slice))
+    placed["lobes"] = lobes.lobe_shares(lobe_codes(whole))
+    lobe = lobes.told_lobe(placed["lobes_in_slice"], placed["lobes"])
+    if lobe is not None:
+        placed["lobe"] = lobe
+        placed["lobes_ruled_out"] = lobes.ruled_out(placed["lobes_in_slice"], lobe)
 
 
 def _through_one_side(points: np.ndarray, axis: int, shown: Any) -> np.ndarray:

@@ -196,12 +196,13 @@ class Fit:
         return out[["x", "y", "z"]].to_numpy(dtype=np.float64) @ _LPS
 
     def on_series(self, arrays: list[np.ndarray], maps: TemplateMaps, shape: tuple[int, ...],
-                  affine: np.ndarray) -> list[np.ndarray]:
-        """Template-grid ``arrays`` resampled (linear) onto a series grid (``shape`` with its RAS ``affine``)."""
+                  affine: np.ndarray, interpolator: str = "linear") -> list[np.ndarray]:
+        """Template-grid ``arrays`` resampled onto a series grid (``shape`` with its RAS ``affine``): linear, or
+        ANTs' ``genericLabel`` for a label map."""
         ants = load_ants()
         ref = to_ants(np.zeros(tuple(shape[:3]), np.float32), affine)
         return [ants.apply_transforms(fixed=ref, moving=to_ants(a, maps.affine), transformlist=self._fwd,
-                                      interpolator="linear").numpy().astype(np.float32) for a in arrays]
+                                      interpolator=interpolator).numpy().astype(np.float32) for a in arrays]
 
     def close(self) -> None:
         """Remove the transform files now: a pool worker ends by os._exit, which runs no finalizer, so a fit left to

@@ -10,6 +10,7 @@ isotropic 3D series sampled up to ``max_isotropic_reformat_mm``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -165,19 +166,39 @@ def brain_check(data: np.ndarray, affine: np.ndarray, fit: Any, exclude: np.ndar
     return _anatomy_check(small, gm, wm, vent, float(np.linalg.norm(small_aff[:3, 0])))
 
 
+@dataclasses.dataclass
+class _OnSeries:
+    """The template's maps carried onto a series' 2 mm copy (the lesion search grid) through its fit."""
+
+    small: np.ndarray
+    small_aff: np.ndarray
+    gm: np.ndarray
+    wm: np.ndarray
+    vent: np.ndarray
+    brain: np.ndarray
+    regions: dict[str, np.ndarray]  # hippocampus, lateral_ventricles
+
+    def fraction(self, mask: np.ndarray, axis: int, point: np.ndarray) -> float | None:
+        """Target area / brain area in the slice through ``point`` (on the 2 mm copy): how small the target is."""
+        k = slice_index(self.small_aff, self.small.shape, axis, point)
+        if k is None:
+            return None
+        b = int((np.take(self.brain, k, axis=axis) >= 0.5).sum())
+        return round(float((np.take(mask, k, axis=axis) >= 0.5).sum()) / b, 4) if b else None
+
+
 def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: NormalizeParams,
             refused: dict[str, str], fit: Any, mask: np.ndarray | None,
             made: contextlib.ExitStack) -> dict[str, Any]:
     """Target placements for a normalized series: ``{"targets": [...], "anatomy": {...}}``. Each target is
     ``{target, plane, slice_index, position_mm, located_by}`` (the brain montage has ``slices`` instead); a target
     that cannot be placed is left out and its reason listed in ``anatomy["not_located"]``."""
-    from curation.imaging import anatomy, lesions, templatefit
+    from curation.imaging import anatomy, templatefit
 
-    shape = data.shape
     out: dict[str, Any] = {"targets": [], "anatomy": {"template": "MNI152 2009a sym (nilearn)",
                                                       "registration": "antspyx",
                                                       "version": anatomy.VERSION, "not_located": {}}}
-    wanted = set(p.targets)
+    wanted: set[str] = set(p.targets)
     if mask is not None and "lesion" in wanted:  # the source's mask is the truth: no finder, and no fit for it
         wanted.discard("lesion")
         placed, why = place_mask_lesion(mask, data, affine, p.lesion_small_mm3)
@@ -196,39 +217,65 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
         out["anatomy"]["not_located"] = {t: f"template registration failed ({type(exc).__name__})"
                                          for t in sorted(wanted)}
         return out
+    on = _maps_on_series(data, affine, fit)
+    wanted = _judge_fit(out, wanted, fit, on)
+    _place_landmark_targets(out, wanted, fit, on, refused, affine, data.shape)
+    if "brain" in wanted:
+        _place_brain_montage(out, fit, affine, data.shape)
+    if "lesion" in wanted:
+        polarity = p.lesion_polarity.get(sequence or "")
+        if polarity is None:
+            out["anatomy"]["not_located"]["lesion"] = f"no lesion contrast configured for sequence {sequence}"
+        elif sequence not in FLUID_LIKE:
+            _place_lesions(out, on.small, on.small_aff, on.gm, on.wm, on.brain, on.vent, polarity, p, affine,
+                           data.shape, on.fraction)
+        else:
+            _place_fluid_lesion(out, on, polarity, p, affine, data.shape)
+    return out
+
+
+def _maps_on_series(data: np.ndarray, affine: np.ndarray, fit: Any) -> _OnSeries:
+    from curation.imaging import anatomy, templatefit
+
     maps = anatomy.template_maps(2.0)
     small, small_aff = _small(data, affine)  # the lesion search grid
     regions = {n: anatomy.region_mask(n, maps).astype(np.float32) for n in ("hippocampus", "lateral_ventricles")}
     gm, wm, vent, brain, *warped = templatefit.template_on_series(
         fit, small.shape, small_aff, maps,
         [maps.gm, maps.wm, maps.csf * (maps.brain > 0.5), maps.brain, *regions.values()])
-    region_on_series = dict(zip(regions, warped, strict=True))
+    return _OnSeries(small, small_aff, gm, wm, vent, brain, dict(zip(regions, warped, strict=True)))
 
-    def fraction(mask: np.ndarray, axis: int, point: np.ndarray) -> float | None:
-        """Target area / brain area in the slice through ``point`` (on the 2 mm copy): how small the target is."""
-        k = slice_index(small_aff, small.shape, axis, point)
-        if k is None:
-            return None
-        b = int((np.take(brain, k, axis=axis) >= 0.5).sum())
-        return round(float((np.take(mask, k, axis=axis) >= 0.5).sum()) / b, 4) if b else None
 
+def _judge_fit(out: dict[str, Any], wanted: set[str], fit: Any, on: _OnSeries) -> set[str]:
+    """Record whether the fit can be trusted (the series' tissues where it puts the template's, a plausible scale);
+    the targets still to place: all wanted, only the lesion where the scale alone is off, none where the tissues
+    are."""
     scale = np.linalg.svd(fit.matrix[:3, :3])[1]
-    tissue = _anatomy_check(small, gm, wm, vent, float(np.linalg.norm(small_aff[:3, 0])))
+    tissue = _anatomy_check(on.small, on.gm, on.wm, on.vent, float(np.linalg.norm(on.small_aff[:3, 0])))
     check = tissue
     if check is None and not (MIN_SCALE <= scale.min() and scale.max() <= MAX_SCALE):
         check = (f"the template fit is implausible (scaled {scale.min():.2f}..{scale.max():.2f}, outside "
                  f"{MIN_SCALE}..{MAX_SCALE})")
     out["anatomy"].update({"fit": "ok" if check is None else "refused", "metric": round(fit.metric, 4),
                            "scale": [round(float(v), 3) for v in scale], **fit.record()})
-    if check is not None:
-        out["anatomy"]["fit_reason"] = check
-        out["anatomy"]["not_located"] = {t: check for t in sorted(wanted)}
-        if tissue is not None or "lesion" not in wanted:
-            return out
-        # the landmarks cannot be trusted, but the series' own tissues lie where the fit puts them (the check above):
-        # the lesion, found against those tissues, still can (a glioma's mass effect strains the fit's scale)
-        del out["anatomy"]["not_located"]["lesion"]
-        wanted = {"lesion"}
+    if check is None:
+        return wanted
+    out["anatomy"]["fit_reason"] = check
+    out["anatomy"]["not_located"] = {t: check for t in sorted(wanted)}
+    if tissue is not None or "lesion" not in wanted:
+        return set()
+    # the landmarks cannot be trusted, but the series' own tissues lie where the fit puts them (the check above):
+    # the lesion, found against those tissues, still can (a glioma's mass effect strains the fit's scale)
+    del out["anatomy"]["not_located"]["lesion"]
+    return {"lesion"}
+
+
+def _place_landmark_targets(out: dict[str, Any], wanted: set[str], fit: Any, on: _OnSeries, refused: dict[str, str],
+                            affine: np.ndarray, shape: tuple[int, ...]) -> None:
+    """The hippocampus and lateral ventricle renders: the plane through the fit's landmarks, in a plane the
+    acquisition can show, and only where that slice cuts the target's region."""
+    from curation.imaging import anatomy
+
     targets = anatomy.landmarks().targets
     for name in ("hippocampus", "lateral_ventricles"):
         if name not in wanted:
@@ -240,12 +287,12 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
             continue
         axis = PLANE_NORMAL[plane]
         point = _through_one_side(fit.to_series(np.array(list(t.landmarks.values()))), axis,
-                                  lambda q, a=axis, n=name: fraction(region_on_series[n], a, q) or 0.0)
+                                  lambda q, a=axis, n=name: on.fraction(on.regions[n], a, q) or 0.0)
         idx = slice_index(affine, shape, axis, point)
         if idx is None:
             out["anatomy"]["not_located"][name] = "the landmark lies outside the volume's field of view"
             continue
-        shown = fraction(region_on_series[name], axis, point)
+        shown = on.fraction(on.regions[name], axis, point)
         if shown == 0:  # the slice misses the target's region: a render of it would not show it
             out["anatomy"]["not_located"][name] = f"the {plane} slice through it does not cut its region"
             continue
@@ -256,41 +303,45 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
         if plane != t.plane:
             placed["instead_of"] = {"plane": t.plane, "reason": refused[t.plane]}
         out["targets"].append(placed)
-    if "brain" in wanted:
-        t = targets["brain"]
-        lo, hi = fit.to_series(np.array([t.landmarks["inferior"], t.landmarks["superior"]]))
-        found_idx = [slice_index(affine, shape, 2, lo + f * (hi - lo)) for f in np.linspace(0.0, 1.0, 9)]
-        idxs = [i for i in found_idx if i is not None]
-        if len(idxs) < len(found_idx):
-            out["anatomy"]["not_located"]["brain"] = "the brain is not wholly inside the volume's field of view"
-        else:
-            out["targets"].append({"target": "brain", "plane": "montage", "slices": idxs,
-                                   "positions_mm": [slice_position(affine, shape, 2, i) for i in idxs],
-                                   "located_by": "atlas_registration"})
-    if "lesion" in wanted:
-        polarity = p.lesion_polarity.get(sequence or "")
-        if polarity is None:
-            out["anatomy"]["not_located"]["lesion"] = f"no lesion contrast configured for sequence {sequence}"
-        elif sequence not in FLUID_LIKE:
-            _place_lesions(out, small, small_aff, gm, wm, brain, vent, polarity, p, affine, shape, fraction)
-        else:
-            voxel_mm3 = float(abs(np.linalg.det(small_aff[:3, :3])))
-            found = lesions.find_lesion(small, gm, wm, polarity, z=p.lesion_z,
-                                        min_voxels=max(2, int(np.ceil(p.lesion_min_mm3 / voxel_mm3))),
-                                        exclude=vent > 0.2, deep_white_only=True)
-            if found is None:
-                out["anatomy"]["not_located"]["lesion"] = "no cluster of outlying voxels reaches the minimum size"
-            else:
-                centre = small_aff @ np.append(found.centroid_vox, 1.0)
-                idx = slice_index(affine, shape, 2, centre[:3])
-                if idx is not None:
-                    out["targets"].append({"target": "lesion", "plane": "axial", "slice_index": idx,
-                                           "position_mm": slice_position(affine, shape, 2, idx, centre[:3]),
-                                           "located_by": f"intensity_outlier:{polarity}",
-                                           "volume_mm3": round(found.voxels * voxel_mm3, 1),
-                                           "target_fraction": fraction(found.mask.astype(np.float32), 2, centre[:3]),
-                                           "centre_mm": [round(float(v), 2) for v in centre[:3]]})
-    return out
+
+
+def _place_brain_montage(out: dict[str, Any], fit: Any, affine: np.ndarray, shape: tuple[int, ...]) -> None:
+    """Nine axial slices from the brain's lowest to its highest landmark, where all lie in the field of view."""
+    from curation.imaging import anatomy
+
+    t = anatomy.landmarks().targets["brain"]
+    lo, hi = fit.to_series(np.array([t.landmarks["inferior"], t.landmarks["superior"]]))
+    found_idx = [slice_index(affine, shape, 2, lo + f * (hi - lo)) for f in np.linspace(0.0, 1.0, 9)]
+    idxs = [i for i in found_idx if i is not None]
+    if len(idxs) < len(found_idx):
+        out["anatomy"]["not_located"]["brain"] = "the brain is not wholly inside the volume's field of view"
+    else:
+        out["targets"].append({"target": "brain", "plane": "montage", "slices": idxs,
+                               "positions_mm": [slice_position(affine, shape, 2, i) for i in idxs],
+                               "located_by": "atlas_registration"})
+
+
+def _place_fluid_lesion(out: dict[str, Any], on: _OnSeries, polarity: str, p: NormalizeParams, affine: np.ndarray,
+                        shape: tuple[int, ...]) -> None:
+    """The lesion target of a fluid-like sequence (lesions.find_lesion: one cluster in the deep white matter)."""
+    from curation.imaging import lesions
+
+    voxel_mm3 = float(abs(np.linalg.det(on.small_aff[:3, :3])))
+    found = lesions.find_lesion(on.small, on.gm, on.wm, polarity, z=p.lesion_z,
+                                min_voxels=max(2, int(np.ceil(p.lesion_min_mm3 / voxel_mm3))),
+                                exclude=on.vent > 0.2, deep_white_only=True)
+    if found is None:
+        out["anatomy"]["not_located"]["lesion"] = "no cluster of outlying voxels reaches the minimum size"
+        return
+    centre = on.small_aff @ np.append(found.centroid_vox, 1.0)
+    idx = slice_index(affine, shape, 2, centre[:3])
+    if idx is not None:
+        out["targets"].append({"target": "lesion", "plane": "axial", "slice_index": idx,
+                               "position_mm": slice_position(affine, shape, 2, idx, centre[:3]),
+                               "located_by": f"intensity_outlier:{polarity}",
+                               "volume_mm3": round(found.voxels * voxel_mm3, 1),
+                               "target_fraction": on.fraction(found.mask.astype(np.float32), 2, centre[:3]),
+                               "centre_mm": [round(float(v), 2) for v in centre[:3]]})
 
 
 ONE_SIDE_SHARE = 0.9  # a slice's lesion lies on one side where at least this share of its area does ...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,12 +41,9 @@ def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
 
 def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = None,
         llm: LlmParams | None = None, validity_path: Path | None = None, plot_path: Path | None = None) -> Report:
-    from curation.quality.ablation import model_baselines
-    from curation.quality.blind import effective_items, measure_blind, overall_blind
-    from curation.quality.gates import answer_share_cap, assign_splits, balance, model_gates, near_duplicates, rebalance
+    from curation.quality.gates import assign_splits, balance, model_gates, near_duplicates, rebalance
     from curation.quality.items import template_key
-    from curation.quality.leaks import load_rules, mapping_leaks, sibling_leaks
-    from curation.quality.validity import decide, difficulty_by_model, plot_rows
+    from curation.quality.validity import plot_rows
 
     src, dst = Path(src), Path(dst)
     if not (src / "items.jsonl").exists():
@@ -64,12 +62,76 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
                          "reasons": [r.label if isinstance(r, Rejection) else r for r in reasons],
                          **({"detail": detail} if detail else {})})
 
+    items = list(read_jsonl(src / "items.jsonl", Item))
+    report.inputs = len(items)
+    m = _measure(items, params, llm, report)
+    for i in items:
+        if m.reasons[i.item_id]:
+            reject(i, m.reasons[i.item_id], m.details.get(i.item_id))
+    valid = [i for i in items if not m.reasons[i.item_id]]
+    dups = near_duplicates(valid, params, report)
+    gated = model_gates([i for i in valid if i.item_id not in dups], params, llm, report)
+    capped = rebalance([i for i in valid if i.item_id not in dups and i.item_id not in gated], params)
+    kept: list[Item] = []
+    for item in valid:
+        if item.item_id in dups:
+            reject(item, [dups[item.item_id]])
+        elif item.item_id in gated:
+            reject(item, [gated[item.item_id]])
+        elif item.item_id in capped:
+            reject(item, ["rebalanced_out"])
+        else:
+            _mark_kept(item, template_key(item), m.templates[template_key(item)], params)
+            kept.append(item)
+    assign_splits(kept, params)
+    bal = balance(kept, params)
+    report.metrics["balance"] = bal["distribution"]
+    report.metrics["underfilled_cells"] = bal["underfilled_cells"]
+    report.metrics["answer_position_counts"] = bal["distribution"]["answer_letter"]
+    report.metrics["split_counts"] = dict(sorted(Counter(i.split for i in kept).items()))
+    validity = _validity_record(params, m, kept, valid)
+    report.metrics["validity"] = {"templates_blocked": validity["overall"]["templates_blocked"],
+                                  "items_blocked": validity["overall"]["items_blocked"]}
+    report.outputs = len(kept)
+    with staged_dir(dst) as staging:
+        write_jsonl(staging / "items.jsonl", kept)
+        write_jsonl(staging / "rejected.jsonl", rejected)
+        write_json(staging / "validity.json", validity)
+    if validity_path is not None:
+        write_json(validity_path, validity)
+    if plot_path is not None:
+        write_json(plot_path, plot_rows(m.templates))
+    report.write(report_path)
+    return report
+
+
+@dataclasses.dataclass
+class _Measured:
+    """What the per-item gates and the template measures found: each item's reasons (empty: it goes on to the set
+    gates), their details, the items the templates were measured on, and the per-template and model records."""
+
+    reasons: dict[str, list[str]]
+    details: dict[str, object]
+    measured: list[Item]
+    templates: dict[str, Any]
+    models: dict[str, Any]
+
+
+def _measure(items: list[Item], params: FilterParams, llm: LlmParams, report: Report) -> _Measured:
+    """Per-item gates and leak rules, the answer-share cap, sibling leaks, then each template's validity (blind
+    baselines and model baselines, measured on its well-formed items, leaking ones included); a blocked template's
+    reasons are added to each of its items."""
+    from curation.quality.ablation import model_baselines
+    from curation.quality.blind import measure_blind
+    from curation.quality.gates import answer_share_cap
+    from curation.quality.items import template_key
+    from curation.quality.leaks import load_rules, mapping_leaks, sibling_leaks
+    from curation.quality.validity import decide
+
     synonyms = load_synonyms(params.lexicon)
     rules = load_rules(params.leak_rules)
     # per-item reasons that leave an item well-formed: it is still measured with its template (cues, leaks)
     well_formed = item_gates.measured_prefixes()
-    items = list(read_jsonl(src / "items.jsonl", Item))
-    report.inputs = len(items)
     reasons: dict[str, list[str]] = {}
     details: dict[str, object] = {}
     for item in items:
@@ -92,75 +154,54 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
         if t and t["blocked"]:
             reasons[i.item_id].extend(t["reasons"])
             details.setdefault(i.item_id, t["detail"])
-    for i in items:
-        if reasons[i.item_id]:
-            reject(i, reasons[i.item_id], details.get(i.item_id))
-    valid = [i for i in items if not reasons[i.item_id]]
-    dups = near_duplicates(valid, params, report)
-    gated = model_gates([i for i in valid if i.item_id not in dups], params, llm, report)
-    capped = rebalance([i for i in valid if i.item_id not in dups and i.item_id not in gated], params)
-    kept: list[Item] = []
-    for item in valid:
-        if item.item_id in dups:
-            reject(item, [dups[item.item_id]])
-        elif item.item_id in gated:
-            reject(item, [gated[item.item_id]])
-        elif item.item_id in capped:
-            reject(item, ["rebalanced_out"])
-        else:
-            optional = ("verifier", "text_only_correct_rate", "difficulty_pass_rates")
-            checks = ["validity", "leakage", "near_duplicate", "template_validity",
-                      *sorted(k for k in optional if k in item.quality)]
-            t = templates[template_key(item)]
-            item.quality = {**item.quality, "gates": "passed", "checks": checks, "template_validity": {
-                "template": template_key(item), "best_blind_baseline": t["best_blind_baseline"],
-                "best_blind_lift": t["best_blind_lift"], "above_threshold": t["above_threshold"],
-                "blocked": t["blocked"], "reasons": t["reasons"], "max_blind_lift": params.validity.max_blind_lift}}
-            if item.difficulty is None:  # no difficulty model rated it: the computed rule (generate.tags)
-                item.difficulty = tags.difficulty(item)
-                item.quality["difficulty_by"] = "rule"
-            item.status = "kept"
-            kept.append(item)
-    assign_splits(kept, params)
-    bal = balance(kept, params)
-    report.metrics["balance"] = bal["distribution"]
-    report.metrics["underfilled_cells"] = bal["underfilled_cells"]
-    report.metrics["answer_position_counts"] = bal["distribution"]["answer_letter"]
-    report.metrics["split_counts"] = dict(sorted(Counter(i.split for i in kept).items()))
+    return _Measured(reasons, details, measured, templates, models)
+
+
+def _mark_kept(item: Item, key: str, t: dict[str, Any], params: FilterParams) -> None:
+    """An item that passed every gate: the checks it passed and its template's validity in its quality record, a
+    difficulty by rule where no model rated it, status kept."""
+    optional = ("verifier", "text_only_correct_rate", "difficulty_pass_rates")
+    checks = ["validity", "leakage", "near_duplicate", "template_validity",
+              *sorted(k for k in optional if k in item.quality)]
+    item.quality = {**item.quality, "gates": "passed", "checks": checks, "template_validity": {
+        "template": key, "best_blind_baseline": t["best_blind_baseline"],
+        "best_blind_lift": t["best_blind_lift"], "above_threshold": t["above_threshold"],
+        "blocked": t["blocked"], "reasons": t["reasons"], "max_blind_lift": params.validity.max_blind_lift}}
+    if item.difficulty is None:  # no difficulty model rated it: the computed rule (generate.tags)
+        item.difficulty = tags.difficulty(item)
+        item.quality["difficulty_by"] = "rule"
+    item.status = "kept"
+
+
+def _validity_record(params: FilterParams, m: _Measured, kept: list[Item], valid: list[Item]) -> dict[str, Any]:
+    """validity.json: the thresholds, the overall and per-template blind measures, the model baselines, difficulty
+    by model and the leaks found."""
+    from curation.quality.blind import effective_items, overall_blind
+    from curation.quality.items import template_key
+    from curation.quality.validity import difficulty_by_model
+
+    templates, models = m.templates, m.models
     kept_by_t = Counter(template_key(i) for i in kept)
     for key, entry in templates.items():
         entry["kept_items"] = kept_by_t.get(key, 0)
-    validity: dict[str, Any] = {
+    return {
         "max_blind_lift": params.validity.max_blind_lift, "confidence": params.validity.confidence,
         "block": params.validity.block,
         "baselines": list(params.validity.baselines),
-        "overall": {**overall_blind(measured, templates),
+        "overall": {**overall_blind(m.measured, templates),
                     "kept_items": len(kept), "kept_effective_items": effective_items(kept),
                     "templates_above_threshold": sorted(k for k, e in templates.items() if e["above_threshold"]),
                     "templates_blocked": sorted(k for k, e in templates.items() if e["blocked"]),
                     "items_blocked": sum(e["items"] for e in templates.values() if e["blocked"]),
-                    "answered_without_image": {m: r["answered_without_image"]
-                                               for m, r in (models.get("models") or {}).items()}},
+                    "answered_without_image": {name: r["answered_without_image"]
+                                               for name, r in (models.get("models") or {}).items()}},
         "templates": templates,
         "model_baselines": {k: val for k, val in models.items() if k != "models"} | {
-            "models": {m: {k: val for k, val in r.items() if k != "templates"}
-                       for m, r in (models.get("models") or {}).items()}},
+            "models": {name: {k: val for k, val in r.items() if k != "templates"}
+                       for name, r in (models.get("models") or {}).items()}},
         # every rated item, the ones dropped as too easy included, so the bias toward the filter models shows
         "difficulty_by_model": difficulty_by_model(valid) if params.difficulty_models else
         "skipped: no difficulty_models in filter params",
-        "leaks": dict(sorted(Counter(r for rs in reasons.values() for r in rs
+        "leaks": dict(sorted(Counter(r for rs in m.reasons.values() for r in rs
                                      if r.startswith(("answer_leak", "sibling"))).items())),
     }
-    report.metrics["validity"] = {"templates_blocked": validity["overall"]["templates_blocked"],
-                                  "items_blocked": validity["overall"]["items_blocked"]}
-    report.outputs = len(kept)
-    with staged_dir(dst) as staging:
-        write_jsonl(staging / "items.jsonl", kept)
-        write_jsonl(staging / "rejected.jsonl", rejected)
-        write_json(staging / "validity.json", validity)
-    if validity_path is not None:
-        write_json(validity_path, validity)
-    if plot_path is not None:
-        write_json(plot_path, plot_rows(templates))
-    report.write(report_path)
-    return report

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from curation.figure_kinds import all_kinds, kind_name, kinds_named
-from curation.nlp.diagnoses import Diagnoses, fold
+from curation.nlp.diagnoses import Diagnoses, DiagnosisEntry, fold
 from curation.schema import Case, Evidence, Figure
 
 # what a caption says when it shows an abnormality (one sentence at a time; a negated sentence says nothing)
@@ -263,30 +263,11 @@ def _evidence(fig: Figure) -> dict[str, Any]:
 def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Counter[str]) -> None:
     """Fill ``f`` (a fact set of a figure case) with what its figures and its report give. ``asked``: how often
     each sequence and each diagnosis was a key in the cases before this one (updated here), so keys spread."""
-    kinds_asked = dx_asked = asked  # sequences and diagnoses, by their names
     dx = dx_table.name(case.diagnosis.primary) or dx_table.name(case.title)
     entry = dx_table.entry(dx)
     site = entry.site if entry else None
     if dx and entry:
-        f["dx"] = dx
-        options = [d for d in dx_table.differential(case.diagnosis.differential) if d != dx]
-        options += [dx_table.canonical(m) for m in entry.mimics]
-        f["dx_options"] = _distinct([d for d in dict.fromkeys(options) if d != dx and d not in set(entry.within)], dx)
-        # the diagnosis is asked from the image alone where the table says one image decides it (a Chiari
-        # malformation, a colloid cyst); with the history elsewhere (one slice of an extra-axial mass does not tell an
-        # epidermoid from a craniopharyngioma: 3 of 6 image-only items failed a clinical read when asked by site),
-        # and not at all where the history names it (acromegaly: a pituitary adenoma)
-        told = dx_table.given_by(dx, case.presentation)
-        # each diagnosis is the key of a few choice items at most: a diagnosis that many cases share (a stroke)
-        # would otherwise be the answer a guesser picks wherever it is offered
-        if dx_asked[dx] < MAX_SAME_DX:
-            dx_asked[dx] += 1
-            f["dx_direct" if entry.direct and not told else "dx_with_history"] = dx
-            if told:  # the history names it: no item may tell that history with it
-                f.pop("dx_with_history", None)
-                f["dx_told"] = True
-        if not told:
-            f["dx_told_ok"] = True
+        _diagnosis_facts(f, case, dx_table, dx, entry, asked)
     deciding = set(entry.shown_by) if entry else set()
     usable = [fig for fig in case.figures if _usable(fig, site)]
     scored = [fig for _, _, fig in sorted(((caption_score(fig.caption), -n, fig) for n, fig in enumerate(usable)),
@@ -300,85 +281,133 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     # not show the side (a "left thalamus" key on a sagittal T1 failed a clinical read)
     # (and a kind that tells the disease from its mimics before the others: the consult asks the diagnosis from it)
     shown.sort(key=lambda g: (g.plane == "sagittal" and bool(_SIDE.search(own_sentences(g))), g.kind not in deciding))
-    figs: list[Figure] = []
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
-        fig = shown[0] if shown else scored[0]
-        naming = next((g for g in scored if dx and dx_table.name(g.caption) == dx), None)
-        if naming is not None and "dx_with_history" in f and not f.get("dx_told"):
-            # the caption says this image shows the disease: its author reads it from the image alone
-            fig = naming
-            f["dx_direct"] = f.pop("dx_with_history")
-        f["image"]["dx_figure"] = _evidence(fig)
-        _note_dims(f, fig, dx_table)
-        # the diagnosis is read from every sequence the case shows the finding on (up to three), as its author
-        # did: one slice of one sequence often does not tell a diagnosis from its mimics (an epidermoid from an
-        # arachnoid cyst without the DWI; 7 of 12 one-image diagnosis items failed a clinical read)
-        # (then, where the case has fewer kinds, another figure described on its own: a second level or plane of
-        # the same kind; one image left 9 of 14 rationale items that a clinical read could not reach from it)
-        # (the kind that tells the disease from its mimics first, where the case has one: a glioblastoma's
-        # post-contrast T1 before a third T2 of the same caption; 2 of 4 such items failed a clinical read)
-        more = sorted((g for g in scored if g is not fig), key=lambda g: not _own_caption(g, case))
-        kinds = sorted(more, key=lambda g: (g.kind not in deciding, g not in shown))
-        figs = [fig, *[g for g in kinds if g.kind != fig.kind]]
-        figs = [g for n, g in enumerate(figs) if g.kind not in {h.kind for h in figs[:n]}][:3]
-        figs += [g for g in more if g not in figs][:3 - len(figs)]
-        f["image"]["dx_figures"] = [_evidence(g) for g in figs]
-        for g in figs:
-            _note_dims(f, g, dx_table)
-        f["dx_image_count"] = ("one image", "two images", "three images")[len(figs) - 1]
-        f["dx_caption_first"] = _supporting_sentence(own_sentences(fig) or fig.caption)
-        _compartment_facts(f, fig, site, dx_table, asked)
-        # a diagnosis the shown images' captions themselves entertain ("may represent small vessel disease") is a
-        # second right answer, never a wrong option
-        entertained = {n for g in figs for part in re.split(r"[.;,]|\bor\b|\bvs\b", g.caption)
-                       if (n := dx_table.name(part)) and n != dx}
-        if "dx_options" in f:
-            f["dx_options"] = [d for d in f["dx_options"] if d not in entertained]
-        told: dict[str, list[int]] = {}  # a caption shared by two images is told once, for both
-        for k, g in enumerate(figs):
-            if own_sentences(g):
-                told.setdefault(clip(own_sentences(g), 400), []).append(k)
-        described = " ".join(f"{' and '.join(_ORDINAL[k] for k in ks).capitalize()} "
-                             f"image{'s' if len(ks) > 1 else ''}: {text}" for text, ks in told.items())
-        report = visible_sentences(case.sections.get("findings", ""), {g.kind or "" for g in figs}, negatives=False)
-        # the report is the reference only where no caption describes the images: its other sentences are about
-        # slices and sequences the item does not show
-        f["dx_reference"] = described or (f"The report: {clip(report, 500)}" if report else "")
+        _diagnosis_figure_facts(f, case, dx_table, dx, site, deciding, scored, shown, asked)
     if shown:
-        key = shown[0]
-        f["image"]["key_figure"] = _evidence(key)
-        _note_dims(f, key, dx_table)
-        f["key_caption"] = clip(own_sentences(key), 600)
-        f["key_caption_first"] = _supporting_sentence(own_sentences(key))
-        f["key_kind_name"] = kind_name(key.kind or "")
-        other = next((g for g in shown[1:] if fold(g.caption) != fold(key.caption)), None)
-        if other is not None:  # a second figure with its own description: what it shows is asked too
-            f["image"]["other_figure"] = _evidence(other)
-            _note_dims(f, other, dx_table)
-            f["other_caption"] = clip(own_sentences(other), 600)
-            f["other_caption_first"] = _supporting_sentence(own_sentences(other))
-            f["other_kind_name"] = kind_name(other.kind or "")
-        where = _structure(own_sentences(key), dx_table)
-        # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
-        # right answer, never a wrong option
-        named = dx_table.mentioned(key.caption)
-        near = [n for n in dx_table.near(where) if n not in named] if where else []
-        if where and len(near) >= 3 and asked[f"structure:{where}"] < MAX_SAME_KEY:  # keys spread, as diagnoses'
-            asked[f"structure:{where}"] += 1
-            f["structure"] = where
-            f["structure_options"] = near
+        _key_figure_facts(f, shown, dx_table, asked)
     pair = _pair(scored, case, deciding)
     if pair is not None:
-        first, second = pair
-        f["image"]["pair_first"], f["image"]["pair_second"] = _evidence(first), _evidence(second)
-        _note_dims(f, first, dx_table)
-        _note_dims(f, second, dx_table)
-        f["pair_kind_names"] = [kind_name(first.kind or ""), kind_name(second.kind or "")]
-        # one caption written for both images describes both
-        one, two = clip(own_sentences(first), 600), clip(own_sentences(second), 600)
-        same = fold(first.caption) == fold(second.caption)
-        f["pair_reference"] = (f"Both images: {one}" if same
-                               else f"First image: {one} Second image: {two}")
+        _pair_facts(f, *pair, dx_table)
+    _sequence_facts(f, case, [*(shown[:2]), *(pair or ())], asked)
+
+
+def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str, entry: DiagnosisEntry,
+                     dx_asked: Counter[str]) -> None:
+    """The case's diagnosis, its wrong options, and how it may be asked (from the image alone, with the history,
+    or not at all where the history names it)."""
+    f["dx"] = dx
+    options = [d for d in dx_table.differential(case.diagnosis.differential) if d != dx]
+    options += [dx_table.canonical(m) for m in entry.mimics]
+    f["dx_options"] = _distinct([d for d in dict.fromkeys(options) if d != dx and d not in set(entry.within)], dx)
+    # the diagnosis is asked from the image alone where the table says one image decides it (a Chiari
+    # malformation, a colloid cyst); with the history elsewhere (one slice of an extra-axial mass does not tell an
+    # epidermoid from a craniopharyngioma: 3 of 6 image-only items failed a clinical read when asked by site),
+    # and not at all where the history names it (acromegaly: a pituitary adenoma)
+    told = dx_table.given_by(dx, case.presentation)
+    # each diagnosis is the key of a few choice items at most: a diagnosis that many cases share (a stroke)
+    # would otherwise be the answer a guesser picks wherever it is offered
+    if dx_asked[dx] < MAX_SAME_DX:
+        dx_asked[dx] += 1
+        f["dx_direct" if entry.direct and not told else "dx_with_history"] = dx
+        if told:  # the history names it: no item may tell that history with it
+            f.pop("dx_with_history", None)
+            f["dx_told"] = True
+    if not told:
+        f["dx_told_ok"] = True
+
+
+def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str | None, site: str | None,
+                            deciding: set[str], scored: list[Figure], shown: list[Figure],
+                            asked: Counter[str]) -> None:
+    """The figures a diagnosis item shows (up to three, one of each sequence first) and the reference its answer is
+    graded against."""
+    fig = shown[0] if shown else scored[0]
+    naming = next((g for g in scored if dx and dx_table.name(g.caption) == dx), None)
+    if naming is not None and "dx_with_history" in f and not f.get("dx_told"):
+        # the caption says this image shows the disease: its author reads it from the image alone
+        fig = naming
+        f["dx_direct"] = f.pop("dx_with_history")
+    f["image"]["dx_figure"] = _evidence(fig)
+    _note_dims(f, fig, dx_table)
+    # the diagnosis is read from every sequence the case shows the finding on (up to three), as its author
+    # did: one slice of one sequence often does not tell a diagnosis from its mimics (an epidermoid from an
+    # arachnoid cyst without the DWI; 7 of 12 one-image diagnosis items failed a clinical read)
+    # (then, where the case has fewer kinds, another figure described on its own: a second level or plane of
+    # the same kind; one image left 9 of 14 rationale items that a clinical read could not reach from it)
+    # (the kind that tells the disease from its mimics first, where the case has one: a glioblastoma's
+    # post-contrast T1 before a third T2 of the same caption; 2 of 4 such items failed a clinical read)
+    more = sorted((g for g in scored if g is not fig), key=lambda g: not _own_caption(g, case))
+    kinds = sorted(more, key=lambda g: (g.kind not in deciding, g not in shown))
+    figs = [fig, *[g for g in kinds if g.kind != fig.kind]]
+    figs = [g for n, g in enumerate(figs) if g.kind not in {h.kind for h in figs[:n]}][:3]
+    figs += [g for g in more if g not in figs][:3 - len(figs)]
+    f["image"]["dx_figures"] = [_evidence(g) for g in figs]
+    for g in figs:
+        _note_dims(f, g, dx_table)
+    f["dx_image_count"] = ("one image", "two images", "three images")[len(figs) - 1]
+    f["dx_caption_first"] = _supporting_sentence(own_sentences(fig) or fig.caption)
+    _compartment_facts(f, fig, site, dx_table, asked)
+    # a diagnosis the shown images' captions themselves entertain ("may represent small vessel disease") is a
+    # second right answer, never a wrong option
+    entertained = {n for g in figs for part in re.split(r"[.;,]|\bor\b|\bvs\b", g.caption)
+                   if (n := dx_table.name(part)) and n != dx}
+    if "dx_options" in f:
+        f["dx_options"] = [d for d in f["dx_options"] if d not in entertained]
+    told: dict[str, list[int]] = {}  # a caption shared by two images is told once, for both
+    for k, g in enumerate(figs):
+        if own_sentences(g):
+            told.setdefault(clip(own_sentences(g), 400), []).append(k)
+    described = " ".join(f"{' and '.join(_ORDINAL[k] for k in ks).capitalize()} "
+                         f"image{'s' if len(ks) > 1 else ''}: {text}" for text, ks in told.items())
+    report = visible_sentences(case.sections.get("findings", ""), {g.kind or "" for g in figs}, negatives=False)
+    # the report is the reference only where no caption describes the images: its other sentences are about
+    # slices and sequences the item does not show
+    f["dx_reference"] = described or (f"The report: {clip(report, 500)}" if report else "")
+
+
+def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnoses, asked: Counter[str]) -> None:
+    """The figure whose own caption describes it best (a finding item), a second one with its own description, and
+    the structure the caption puts the finding in."""
+    key = shown[0]
+    f["image"]["key_figure"] = _evidence(key)
+    _note_dims(f, key, dx_table)
+    f["key_caption"] = clip(own_sentences(key), 600)
+    f["key_caption_first"] = _supporting_sentence(own_sentences(key))
+    f["key_kind_name"] = kind_name(key.kind or "")
+    other = next((g for g in shown[1:] if fold(g.caption) != fold(key.caption)), None)
+    if other is not None:  # a second figure with its own description: what it shows is asked too
+        f["image"]["other_figure"] = _evidence(other)
+        _note_dims(f, other, dx_table)
+        f["other_caption"] = clip(own_sentences(other), 600)
+        f["other_caption_first"] = _supporting_sentence(own_sentences(other))
+        f["other_kind_name"] = kind_name(other.kind or "")
+    where = _structure(own_sentences(key), dx_table)
+    # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
+    # right answer, never a wrong option
+    named = dx_table.mentioned(key.caption)
+    near = [n for n in dx_table.near(where) if n not in named] if where else []
+    if where and len(near) >= 3 and asked[f"structure:{where}"] < MAX_SAME_KEY:  # keys spread, as diagnoses'
+        asked[f"structure:{where}"] += 1
+        f["structure"] = where
+        f["structure_options"] = near
+
+
+def _pair_facts(f: dict[str, Any], first: Figure, second: Figure, dx_table: Diagnoses) -> None:
+    """Two figures of different sequences shown together, with the reference that describes both."""
+    f["image"]["pair_first"], f["image"]["pair_second"] = _evidence(first), _evidence(second)
+    _note_dims(f, first, dx_table)
+    _note_dims(f, second, dx_table)
+    f["pair_kind_names"] = [kind_name(first.kind or ""), kind_name(second.kind or "")]
+    # one caption written for both images describes both
+    one, two = clip(own_sentences(first), 600), clip(own_sentences(second), 600)
+    same = fold(first.caption) == fold(second.caption)
+    f["pair_reference"] = (f"Both images: {one}" if same
+                           else f"First image: {one} Second image: {two}")
+
+
+def _sequence_facts(f: dict[str, Any], case: Case, told: list[Figure], kinds_asked: Counter[str]) -> None:
+    """The sequence item: a figure whose sequence its label and caption agree on, not one another item shows
+    (``told``), the sequences asked kept even across cases."""
     # a T1, T2 or post-contrast T1 is asked only where the caption names it too: a label alone was wrong on 2 of 11
     # sequence items in a clinical read (a T2 labelled T1, a post-contrast T1 labelled T2); the other sequences
     # look unlike these, and their labels only need not contradict the caption
@@ -390,7 +419,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
           and not (fig.kind in ("T1", "T2") and _CONTRAST.search(fig.caption))]
     # the sequence of a figure another item shows is told in that item's context: asking it would ask what a
     # sibling states
-    told_kinds = {x.kind for x in [*(shown[:2]), *(pair or ())]}
+    told_kinds = {x.kind for x in told}
     ask = [fig for fig in mr if fig.kind not in told_kinds]
     # a sequence is asked only while it is at most two ahead of the least asked of the common ones: where cases
     # have only T1 or T2 images, asking each would make those the answer most of the time

@@ -271,6 +271,8 @@ class RecallPass:
 
     # -- the pass ------------------------------------------------------------------------------------------------
     def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """Names and places a note's words give away: rules read token by token (names, then places), then across
+        tokens (place phrases, "Smith, John", "university of X", and initials and name parts next to a name)."""
         toks = _tokens(text)
         if not toks:
             return []
@@ -279,116 +281,135 @@ class RecallPass:
         mixed = 0.03 < upper_share < 0.6
         names: set[int] = set()
         places: set[int] = set()
-        n = len(toks)
         self._mark(text, toks)
+        for i in range(len(toks)):
+            self._names_at(text, toks, i, mixed, names)
+            self._places_at(text, toks, i, mixed, places)
+        self._across(text, toks, mixed, names, places)
+        spans = [(toks[i].start, toks[i].end, "NAME") for i in sorted(names)]
+        spans += [(toks[i].start, toks[i].end, "LOCATION") for i in sorted(places - names)]
+        return spans
 
-        def same_line(i: int, j: int) -> bool:
-            return 0 <= j < n and toks[i].line == toks[j].line
+    def _names_at(self, text: str, toks: list[Tok], i: int, mixed: bool, names: set[int]) -> None:
+        """The name rules at token ``i``: name-like words, first names, titles and cues before a name, field values,
+        initials, credentials after a name, a visitor's first name."""
+        n = len(toks)
+        t = toks[i]
+        prev = toks[i - 1] if _same_line(toks, i, i - 1) else None
+        nxt = toks[i + 1] if _same_line(toks, i, i + 1) else None
+        if self._namey(t, self.name_zipf) and len(t.text) >= 3:
+            names.add(i)
+        if self._cased_name(t, mixed) and (self._namey(t, self.name_zipf + 1) or self._zipf(t) == 0):
+            names.add(i)
+        if t.low in self.lexicon.name_only_first and len(t.text) >= 3 and not self._stop(t) \
+                and self._zipf(t) < self.first_name_zipf:
+            names.add(i)  # a first name that is no English word, in any case: "SUSAN", "janet", "Anne"
+        elif mixed and t.upper and len(t.text) >= 3 and t.low in self.lexicon.first_names \
+                and not self._stop(t) and self._zipf(t) < self.capital_first_name_zipf \
+                and not any(o is not None and o.upper for o in (prev, nxt)):
+            names.add(i)  # a first name in capitals alone among lower-case words: "LUCY at bedside"
+        modality = prev is not None and prev.text == "MR" and (t.medical or t.low in self.safe)
+        if modality:
+            pass  # "MR images", "MR - FLAIR", "MR Angiography": the modality, not a title
+        elif prev is not None and prev.low in self.abbreviated_titles and t.alpha and (
+                t.title or t.upper or t.letter or not (
+                    t.low in self.lexicon.stop_words or t.low in self.never_names or t.eponym)):
+            names.add(i)  # "Dr. X" for any X: "Dr. Church", "dr gray", "dr foley"; not "dr will see"
+        elif prev is not None and prev.low in self.strong_titles and t.alpha and (
+                not self._stop(t) or t.title or t.upper or t.letter):
+            names.add(i)  # "Dr Will Cole", "Dr B Muse"
+        elif prev is not None and prev.low in self.relatives and mixed and t.title \
+                and t.low in self.lexicon.first_names and not t.initial_of_sentence:
+            names.add(i)  # "her husband Will"
+        elif prev is not None and not self._stop(t):
+            before_prev = toks[i - 2].low if _same_line(toks, i, i - 2) else ""
+            cue = prev.low in self.name_cues or (
+                prev.low in ("with", "w", "to", "by") and before_prev in self.contact_with)
+            if cue and self._name_after_cue(t, mixed):
+                names.add(i)
+        if prev is not None and prev.low in self.name_fields and text[prev.end:t.start].strip() in (":", "-") \
+                and t.alpha:
+            self._field_value(text, toks, i, names)  # "PHYSICIAN: HOPE, WILLIAM"
+        if self._initial(text, t) and text[t.end:t.end + 1] == "." and nxt is not None and (
+                self._rare(nxt) or self._namey(nxt, self.context_zipf) or self._cased_name(nxt, mixed)):
+            names.update((i, i + 1))  # "B. KARGAS", "s. roberto"
+        in_parens = t.low in self.titles and text[max(0, t.start - 1):t.start] == "("
+        if (t.low in self.before_credential or in_parens) and not t.initial_of_sentence:
+            strict = t.low in self.after_name
+            for j in range(i - 1, max(-1, i - 4), -1):
+                if not _same_line(toks, i, j) or toks[j + 1].initial_of_sentence:
+                    break
+                p = toks[j]
+                if self._initial(text, p):
+                    names.add(j)
+                elif not strict and self._name_after_cue(p, mixed):
+                    names.add(j)
+                elif strict and self._namey(p, self.context_zipf):
+                    names.add(j)
+                else:
+                    break
+        if nxt is not None and t.low in self.lexicon.first_names and self._namey(t, self.context_zipf):
+            follows = " ".join(toks[j].low for j in range(i + 1, min(n, i + 4)) if _same_line(toks, i, j)) + " "
+            if any(follows.startswith(f"{p} ") for p in self.presence):
+                names.add(i)  # a first name before a visitor's phrase, in any case: "bob at bedside"
 
-        for i, t in enumerate(toks):
-            prev = toks[i - 1] if same_line(i, i - 1) else None
-            nxt = toks[i + 1] if same_line(i, i + 1) else None
-            if self._namey(t, self.name_zipf) and len(t.text) >= 3:
-                names.add(i)
-            if self._cased_name(t, mixed) and (self._namey(t, self.name_zipf + 1) or self._zipf(t) == 0):
-                names.add(i)
-            if t.low in self.lexicon.name_only_first and len(t.text) >= 3 and not self._stop(t) \
-                    and self._zipf(t) < self.first_name_zipf:
-                names.add(i)  # a first name that is no English word, in any case: "SUSAN", "janet", "Anne"
-            elif mixed and t.upper and len(t.text) >= 3 and t.low in self.lexicon.first_names \
-                    and not self._stop(t) and self._zipf(t) < self.capital_first_name_zipf \
-                    and not any(o is not None and o.upper for o in (prev, nxt)):
-                names.add(i)  # a first name in capitals alone among lower-case words: "LUCY at bedside"
-            modality = prev is not None and prev.text == "MR" and (t.medical or t.low in self.safe)
-            if modality:
-                pass  # "MR images", "MR - FLAIR", "MR Angiography": the modality, not a title
-            elif prev is not None and prev.low in self.abbreviated_titles and t.alpha and (
-                    t.title or t.upper or t.letter or not (
-                        t.low in self.lexicon.stop_words or t.low in self.never_names or t.eponym)):
-                names.add(i)  # "Dr. X" for any X: "Dr. Church", "dr gray", "dr foley"; not "dr will see"
-            elif prev is not None and prev.low in self.strong_titles and t.alpha and (
-                    not self._stop(t) or t.title or t.upper or t.letter):
-                names.add(i)  # "Dr Will Cole", "Dr B Muse"
-            elif prev is not None and prev.low in self.relatives and mixed and t.title \
-                    and t.low in self.lexicon.first_names and not t.initial_of_sentence:
-                names.add(i)  # "her husband Will"
-            elif prev is not None and not self._stop(t):
-                before_prev = toks[i - 2].low if same_line(i, i - 2) else ""
-                cue = prev.low in self.name_cues or (
-                    prev.low in ("with", "w", "to", "by") and before_prev in self.contact_with)
-                if cue and self._name_after_cue(t, mixed):
-                    names.add(i)
-            if prev is not None and prev.low in self.name_fields and text[prev.end:t.start].strip() in (":", "-") \
-                    and t.alpha:
-                self._field_value(text, toks, i, names)  # "PHYSICIAN: HOPE, WILLIAM"
-            if self._initial(text, t) and text[t.end:t.end + 1] == "." and nxt is not None and (
-                    self._rare(nxt) or self._namey(nxt, self.context_zipf) or self._cased_name(nxt, mixed)):
-                names.update((i, i + 1))  # "B. KARGAS", "s. roberto"
-            in_parens = t.low in self.titles and text[max(0, t.start - 1):t.start] == "("
-            if (t.low in self.before_credential or in_parens) and not t.initial_of_sentence:
-                strict = t.low in self.after_name
-                for j in range(i - 1, max(-1, i - 4), -1):
-                    if not same_line(i, j) or toks[j + 1].initial_of_sentence:
-                        break
-                    p = toks[j]
-                    if self._initial(text, p):
-                        names.add(j)
-                    elif not strict and self._name_after_cue(p, mixed):
-                        names.add(j)
-                    elif strict and self._namey(p, self.context_zipf):
-                        names.add(j)
-                    else:
-                        break
-            if nxt is not None and t.low in self.lexicon.first_names and self._namey(t, self.context_zipf):
-                follows = " ".join(toks[j].low for j in range(i + 1, min(n, i + 4)) if same_line(i, j)) + " "
-                if any(follows.startswith(f"{p} ") for p in self.presence):
-                    names.add(i)  # a first name before a visitor's phrase, in any case: "bob at bedside"
-            # places
-            if not self._stop(t) and t.low in self.lexicon.places and (
-                    self._zipf(t) < self.place_zipf or self._cased_name(t, mixed)):
+    def _places_at(self, text: str, toks: list[Tok], i: int, mixed: bool, places: set[int]) -> None:
+        """The place rules at token ``i``: place names, institutions and the words before them, hospital acronyms,
+        wards, rare words after a preposition of place and what a transfer names."""
+        n = len(toks)
+        t = toks[i]
+        prev = toks[i - 1] if _same_line(toks, i, i - 1) else None
+        nxt = toks[i + 1] if _same_line(toks, i, i + 1) else None
+        if not self._stop(t) and t.low in self.lexicon.places and (
+                self._zipf(t) < self.place_zipf or self._cased_name(t, mixed)):
+            places.add(i)
+        if t.low in self.institution:
+            if t.low in self.inst_masked:
                 places.add(i)
-            if t.low in self.institution:
-                if t.low in self.inst_masked:
-                    places.add(i)
-                for j in range(i - 1, max(-1, i - 4), -1):
+            for j in range(i - 1, max(-1, i - 4), -1):
+                p = toks[j]
+                if not _same_line(toks, i, j) or self._stop(p) or not (
+                        self._rare(p) or p.low in self.lexicon.places or self._cased_name(p, mixed)
+                        or self._namey(p, self.context_zipf) or (mixed and p.upper and len(p.text) <= 5)
+                        or p.low in self.inst_masked):
+                    break
+                places.add(j)
+        before = toks[i - 2].low if _same_line(toks, i, i - 2) else ""
+        after_prep = prev is not None and prev.low in self.loc_preps
+        if t.alpha and t.low not in self.safe and 2 <= len(t.text) <= 5 and before not in self.not_location_before \
+                and ((t.upper and mixed) or after_prep or (prev is not None and prev.low in self.acronym_before))\
+                and self.acronym.fullmatch(t.text.upper()) and self._zipf(t) < self.place_zipf - 1:
+            places.add(i)  # a hospital: "to GH", "at VAMC"
+        if self._rare(t) and nxt is not None and nxt.text.isdigit() and len(nxt.text) == 1 and (
+                i + 2 >= n or not _same_line(toks, i, i + 2) or toks[i + 2].low not in self.units):
+            places.add(i)  # a ward: "quartermain 6"
+        if after_prep and (t.alpha or t.text.isdigit()) and t.low not in self.safe:
+            if t.alpha and self._rare(t) and self._zipf(t) < self.rare_zipf - 0.5:
+                places.add(i)  # "to quartermain", "at kimbrough"
+            if before in self.moves or (prev is not None and prev.low in self.moves):
+                first = i + 1 if t.text.isdigit() else i  # "transferred to 209 quartermain"
+                for j in range(first, min(n, first + 3)):
                     p = toks[j]
-                    if not same_line(i, j) or self._stop(p) or not (
-                            self._rare(p) or p.low in self.lexicon.places or self._cased_name(p, mixed)
-                            or self._namey(p, self.context_zipf) or (mixed and p.upper and len(p.text) <= 5)
-                            or p.low in self.inst_masked):
+                    if not _same_line(toks, i, j) or self._stop(p) or not (
+                            self._rare(p) or self._cased_name(p, mixed) or self._namey(p, self.context_zipf)
+                            or self.acronym.fullmatch(p.text)):
                         break
                     places.add(j)
-            before = toks[i - 2].low if same_line(i, i - 2) else ""
-            after_prep = prev is not None and prev.low in self.loc_preps
-            if t.alpha and t.low not in self.safe and 2 <= len(t.text) <= 5 and before not in self.not_location_before \
-                    and ((t.upper and mixed) or after_prep or (prev is not None and prev.low in self.acronym_before))\
-                    and self.acronym.fullmatch(t.text.upper()) and self._zipf(t) < self.place_zipf - 1:
-                places.add(i)  # a hospital: "to GH", "at VAMC"
-            if self._rare(t) and nxt is not None and nxt.text.isdigit() and len(nxt.text) == 1 and (
-                    i + 2 >= n or not same_line(i, i + 2) or toks[i + 2].low not in self.units):
-                places.add(i)  # a ward: "quartermain 6"
-            if after_prep and (t.alpha or t.text.isdigit()) and t.low not in self.safe:
-                if t.alpha and self._rare(t) and self._zipf(t) < self.rare_zipf - 0.5:
-                    places.add(i)  # "to quartermain", "at kimbrough"
-                if before in self.moves or (prev is not None and prev.low in self.moves):
-                    first = i + 1 if t.text.isdigit() else i  # "transferred to 209 quartermain"
-                    for j in range(first, min(n, first + 3)):
-                        p = toks[j]
-                        if not same_line(i, j) or self._stop(p) or not (
-                                self._rare(p) or self._cased_name(p, mixed) or self._namey(p, self.context_zipf)
-                                or self.acronym.fullmatch(p.text)):
-                            break
-                        places.add(j)
+
+    def _across(self, text: str, toks: list[Tok], mixed: bool, names: set[int], places: set[int]) -> None:
+        """Rules across tokens, after the token rules: multi-word places, "Smith, John", "university of X", and
+        initials and name parts next to a name (twice, so a name grows by two words at most)."""
+        n = len(toks)
         for i in range(n - 1):  # multi-word places ("new haven", "ellicott city")
             for k in (3, 2):
-                if i + k <= n and all(same_line(i, j) for j in range(i, i + k)):
+                if i + k <= n and all(_same_line(toks, i, j) for j in range(i, i + k)):
                     phrase = " ".join(toks[j].low for j in range(i, i + k))
                     if phrase in self.lexicon.place_phrases:
                         places.update(range(i, i + k))
         for i in range(n - 1):  # "Smith, John", "SMITH,JOHN": a last name, a comma, a first name
             a, b = toks[i], toks[i + 1]
             sep = text[a.end:b.start]
-            if sep.strip() == "," and same_line(i, i + 1) and (a.title and b.title or a.upper and b.upper) \
+            if sep.strip() == "," and _same_line(toks, i, i + 1) and (a.title and b.title or a.upper and b.upper) \
                     and b.low in self.lexicon.first_names and self._namey(a, self.context_zipf) \
                     and (not sep.endswith(" ") or mixed):
                 names.update((i, i + 1))
@@ -401,16 +422,17 @@ class RecallPass:
             for i, t in enumerate(toks):
                 if i in names or i in places:
                     continue
-                near = [j for j in (i - 1, i + 1) if same_line(i, j) and j in names
+                near = [j for j in (i - 1, i + 1) if _same_line(toks, i, j) and j in names
                         and not toks[max(i, j)].initial_of_sentence]
                 if not near:
                     continue
                 if self._initial(text, t) or self._namey(t, self.name_zipf + 0.5) \
                         or (self._rare(t) and self._zipf(t) == 0) or self._cased_name(t, mixed):
                     names.add(i)
-        spans = [(toks[i].start, toks[i].end, "NAME") for i in sorted(names)]
-        spans += [(toks[i].start, toks[i].end, "LOCATION") for i in sorted(places - names)]
-        return spans
+
+
+def _same_line(toks: list[Tok], i: int, j: int) -> bool:
+    return 0 <= j < len(toks) and toks[i].line == toks[j].line
 
 
 def _tokens(text: str) -> list[Tok]:

@@ -248,6 +248,35 @@ def apply_edits(item: Item, edits: dict[str, Any]) -> str | None:
     return None
 
 
+def _decisions(tasks: list[Any], name: str, secret: bytes,
+               report: Report) -> tuple[dict[str, list[ReviewDecision]], dict[str, ReviewDecision]]:
+    """The reviewers' decisions per item, and the adjudicator's where a task is an adjudication; a malformed task
+    or annotation is counted (``name``: the snapshot's file name), a cancelled one skipped."""
+    decisions: dict[str, list[ReviewDecision]] = {}
+    adjudicated: dict[str, ReviewDecision] = {}
+    for n, task in enumerate(tasks):
+        item_id = ((task or {}).get("data") or {}).get("item_id") if isinstance(task, dict) else None
+        if not item_id:
+            report.fail(f"{name}#task{n + 1}", "annotation_malformed", "task has no data.item_id")
+            continue
+        for ann in task.get("annotations") or []:
+            if not isinstance(ann, dict):
+                report.fail(f"{name}#task{n + 1}", "annotation_malformed", "annotation is not an object")
+                continue
+            if ann.get("was_cancelled"):
+                continue
+            try:
+                d = parse_annotation(ann, task.get("data") or {}, secret=secret)
+            except (ValueError, TypeError, KeyError, ValidationError) as exc:
+                report.fail(f"{name}#task{n + 1}", "annotation_malformed", str(exc))
+                continue
+            if (task.get("data") or {}).get("adjudication"):
+                adjudicated[item_id] = d
+            else:
+                decisions.setdefault(item_id, []).append(d)
+    return decisions, adjudicated
+
+
 def run(params: ReviewParams, src: Path, annotations: Path, dst: Path, report_path: Path | None = None,
         secret: bytes | None = None) -> Report:
     """``secret``: the project's key for reviewer pseudonyms (the CLI passes it; None reads ``CURATION_SECRET``)."""
@@ -259,28 +288,7 @@ def run(params: ReviewParams, src: Path, annotations: Path, dst: Path, report_pa
     tasks = read_json(annotations) if annotations.exists() else []
     if not isinstance(tasks, list):
         raise InputError("annotation snapshot is not a JSON list of tasks", annotations)
-    decisions: dict[str, list[ReviewDecision]] = {}
-    adjudicated: dict[str, ReviewDecision] = {}
-    for n, task in enumerate(tasks):
-        item_id = ((task or {}).get("data") or {}).get("item_id") if isinstance(task, dict) else None
-        if not item_id:
-            report.fail(f"{annotations.name}#task{n + 1}", "annotation_malformed", "task has no data.item_id")
-            continue
-        for ann in task.get("annotations") or []:
-            if not isinstance(ann, dict):
-                report.fail(f"{annotations.name}#task{n + 1}", "annotation_malformed", "annotation is not an object")
-                continue
-            if ann.get("was_cancelled"):
-                continue
-            try:
-                d = parse_annotation(ann, task.get("data") or {}, secret=secret)
-            except (ValueError, TypeError, KeyError, ValidationError) as exc:
-                report.fail(f"{annotations.name}#task{n + 1}", "annotation_malformed", str(exc))
-                continue
-            if (task.get("data") or {}).get("adjudication"):
-                adjudicated[item_id] = d
-            else:
-                decisions.setdefault(item_id, []).append(d)
+    decisions, adjudicated = _decisions(tasks, annotations.name, secret, report)
     out: list[Item] = []
     queue: list[Item] = []
     for item in read_jsonl(src / "items.jsonl", Item):

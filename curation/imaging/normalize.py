@@ -35,7 +35,7 @@ from curation.paths import OUTSIDE_INPUT, readable, safe_name
 from curation.paths import input_rel as _in_rel
 from curation.records import relpath, staged_dir
 from curation.report import Outcome, Report
-from curation.schema import Case, Render, Step
+from curation.schema import Case, Render, Series, Step
 
 
 @dataclass(frozen=True)
@@ -101,24 +101,7 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
     threads = max(1, (os.cpu_count() or 1) // workers) if workers > 1 and scheduler is None else None
     cases = list(read_jsonl(cases_path, Case))
     with staged_dir(dst) as staging:
-        series_tasks: list[tuple[SeriesTask, Any]] = []
-        figure_tasks: list[tuple[FigureTask, Any]] = []
-        for case in cases:
-            for visit in case.visits:
-                for s in visit.series:
-                    rel = Path("files") / safe_name(case.case_id) / safe_name(s.series_id)
-                    series_tasks.append((SeriesTask(s.format, s.files, params, str(staging / rel), str(dst / rel),
-                                                    s.sequence, threads, s.lesion_mask), s))
-            for fig in case.figures:
-                if fig.path and fig.qc.get("pixel_text", {}).get("review"):
-                    # burned-in text deidentify could not read with confidence: no render, so no item shows it
-                    # until a reviewer has looked (deidentify's quarantine lists it as skipped:pixel_text_review)
-                    report.counts["figures_held_for_pixel_review"] += 1
-                    continue
-                if fig.path:
-                    rel = Path("files") / safe_name(case.case_id) / f"{safe_name(fig.figure_id)}.png"
-                    figure_tasks.append((FigureTask(fig.path, params.figure_size, str(staging / rel),
-                                                    str(dst / rel), params.bounds.max_image_pixels), fig))
+        series_tasks, figure_tasks = _tasks(cases, params, staging, dst, threads, report)
         qc_rows = []
         def contained(task: SeriesTask | FigureTask) -> Outcome[Any] | None:
             return None if all(readable(f, src) for f in task.inputs) else OUTSIDE_INPUT
@@ -136,15 +119,9 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
             if not report.record(_in_rel(s.files[0], src) if s.files else s.series_id, res):
                 s.qc = {"pass": False, "flags": [res.reason]}
                 continue
-            made: SeriesResult = res.value
-            s.nifti, s.spacing, s.shape = made.nifti, made.spacing, made.shape
-            s.orientation = made.orientation
-            s.renders = [Render(**r) for r in made.renders]
-            s.qc = made.qc
-            s.sidecar = {**s.sidecar, **made.sidecar}  # acquisition metadata from ingest (e.g. IDA XML) is kept
-            s.provenance.extend(made.steps)
+            _take_series(s, res.value)
             report.outputs += 1
-            report.counts["series_qc_flagged"] += int(not made.qc["pass"])
+            report.counts["series_qc_flagged"] += int(not s.qc["pass"])
         if params.register_to_t1:
             _register_visits(cases, series_tasks, params, workers, scheduler, report)
         elif params.key_slices and params.targets_from_t1:
@@ -176,6 +153,41 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
         report.check_failure_rate(params.max_failure_rate, report_path, dst)
     report.write(report_path)
     return report
+
+
+def _tasks(cases: list[Case], params: NormalizeParams, staging: Path, dst: Path, threads: int | None,
+           report: Report) -> tuple[list[tuple[SeriesTask, Any]], list[tuple[FigureTask, Any]]]:
+    """A task for each series and each figure, with the record it fills in; a figure held for pixel review has
+    none."""
+    series_tasks: list[tuple[SeriesTask, Any]] = []
+    figure_tasks: list[tuple[FigureTask, Any]] = []
+    for case in cases:
+        for visit in case.visits:
+            for s in visit.series:
+                rel = Path("files") / safe_name(case.case_id) / safe_name(s.series_id)
+                series_tasks.append((SeriesTask(s.format, s.files, params, str(staging / rel), str(dst / rel),
+                                                s.sequence, threads, s.lesion_mask), s))
+        for fig in case.figures:
+            if fig.path and fig.qc.get("pixel_text", {}).get("review"):
+                # burned-in text deidentify could not read with confidence: no render, so no item shows it
+                # until a reviewer has looked (deidentify's quarantine lists it as skipped:pixel_text_review)
+                report.counts["figures_held_for_pixel_review"] += 1
+                continue
+            if fig.path:
+                rel = Path("files") / safe_name(case.case_id) / f"{safe_name(fig.figure_id)}.png"
+                figure_tasks.append((FigureTask(fig.path, params.figure_size, str(staging / rel),
+                                                str(dst / rel), params.bounds.max_image_pixels), fig))
+    return series_tasks, figure_tasks
+
+
+def _take_series(s: Series, made: SeriesResult) -> None:
+    """What normalizing a series made, onto its record; the acquisition metadata ingest read is kept."""
+    s.nifti, s.spacing, s.shape = made.nifti, made.spacing, made.shape
+    s.orientation = made.orientation
+    s.renders = [Render(**r) for r in made.renders]
+    s.qc = made.qc
+    s.sidecar = {**s.sidecar, **made.sidecar}  # acquisition metadata from ingest (e.g. IDA XML) is kept
+    s.provenance.extend(made.steps)
 
 
 def _register_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], params: NormalizeParams,

@@ -65,33 +65,7 @@ def write_dicom_series(
         ds.SeriesInstanceUID = series_uid
         ds.FrameOfReferenceUID = frame_uid
         ds.Modality = "MR"
-        ds.PatientName = person.name
-        ds.PatientID = person.mrn
-        ds.PatientBirthDate = person.birth.strftime("%Y%m%d")
-        ds.PatientSex = person.sex
-        ds.PatientAge = f"{(acq - person.birth).days // 365:03d}Y"
-        ds.PatientAddress = person.address
-        ds.PatientTelephoneNumbers = person.phone
-        ds.PatientWeight = 71.5
-        ds.PatientSize = 1.68
-        ds.OtherPatientIDs = f"MRN-{person.mrn}"
-        ds.StudyDate = ds.SeriesDate = ds.AcquisitionDate = ds.ContentDate = acq.strftime("%Y%m%d")
-        ds.StudyTime = ds.SeriesTime = ds.AcquisitionTime = ds.ContentTime = "101530"
-        ds.AccessionNumber = "ACC" + sop_uid[-7:].replace(".", "0")
-        ds.StudyID = "S" + study_uid[-5:].replace(".", "0")
-        ds.InstitutionName = "Springfield Memory Clinic"
-        ds.InstitutionAddress = "742 Evergreen Terrace, Springfield, OR 97403"
-        ds.ReferringPhysicianName = "HIBBERT^JULIUS"
-        ds.PerformingPhysicianName = "RIVIERA^NICK"
-        ds.OperatorsName = "SMITHERS^WAYLON"
-        ds.StationName = "SPFLDMR01"
-        ds.Manufacturer = "SIEMENS"
-        ds.ManufacturerModelName = "TrioTim"
-        ds.DeviceSerialNumber = "35021"
-        ds.SoftwareVersions = "syngo MR B17"
-        ds.StudyDescription = f"MEMORY CLINIC^{person.name.split('^')[0]} BRAIN"
-        ds.SeriesDescription = series_description
-        ds.ImageComments = f"Scanned for {person.name.replace('^', ' ').title()}, MRN {person.mrn}"
+        _fake_phi(ds, person, acq, study_uid, sop_uid, series_description)
         ds.MagneticFieldStrength = 3.0
         ds.RepetitionTime = tr
         ds.EchoTime = te
@@ -114,17 +88,55 @@ def write_dicom_series(
         ds.HighBit = 11
         ds.PixelRepresentation = 0
         ds.BurnedInAnnotation = "NO"
-        req = Dataset()
-        req.RequestedProcedureID = f"RP{person.mrn}"
-        req.ScheduledProcedureStepID = f"SPS-{person.mrn}"
-        req.RequestingPhysician = "HIBBERT^JULIUS"
-        ref = Dataset()
-        ref.ReferencedSOPClassUID = MRImageStorage
-        ref.ReferencedSOPInstanceUID = demo_uid(study_key, series_key, max(k - 1, 0))
-        req.ReferencedStudySequence = Sequence([ref])
-        ds.RequestAttributesSequence = Sequence([req])
+        ds.RequestAttributesSequence = Sequence([_request(person, study_key, series_key, k)])
         ds.private_block(0x0029, "SPFLD PRIVATE", create=True).add_new(0x10, "LO", f"{person.name} {person.mrn}")
         ds.PixelData = np.ascontiguousarray(pixel).astype("<u2").tobytes()
         buf = io.BytesIO()
         ds.save_as(buf, enforce_file_format=True)
         write_bytes(out_dir / f"{series_key}_{k + 1:03d}.dcm", buf.getvalue())
+
+
+def _fake_phi(ds: Dataset, person: FakePerson, acq: date, study_uid: str, sop_uid: str,
+              series_description: str) -> None:
+    """The patient, study, institution, staff and device attributes: the fake PHI de-identification must remove or
+    replace."""
+    ds.PatientName = person.name
+    ds.PatientID = person.mrn
+    ds.PatientBirthDate = person.birth.strftime("%Y%m%d")
+    ds.PatientSex = person.sex
+    ds.PatientAge = f"{(acq - person.birth).days // 365:03d}Y"
+    ds.PatientAddress = person.address
+    ds.PatientTelephoneNumbers = person.phone
+    ds.PatientWeight = 71.5
+    ds.PatientSize = 1.68
+    ds.OtherPatientIDs = f"MRN-{person.mrn}"
+    ds.StudyDate = ds.SeriesDate = ds.AcquisitionDate = ds.ContentDate = acq.strftime("%Y%m%d")
+    ds.StudyTime = ds.SeriesTime = ds.AcquisitionTime = ds.ContentTime = "101530"
+    ds.AccessionNumber = "ACC" + sop_uid[-7:].replace(".", "0")
+    ds.StudyID = "S" + study_uid[-5:].replace(".", "0")
+    ds.InstitutionName = "Springfield Memory Clinic"
+    ds.InstitutionAddress = "742 Evergreen Terrace, Springfield, OR 97403"
+    ds.ReferringPhysicianName = "HIBBERT^JULIUS"
+    ds.PerformingPhysicianName = "RIVIERA^NICK"
+    ds.OperatorsName = "SMITHERS^WAYLON"
+    ds.StationName = "SPFLDMR01"
+    ds.Manufacturer = "SIEMENS"
+    ds.ManufacturerModelName = "TrioTim"
+    ds.DeviceSerialNumber = "35021"
+    ds.SoftwareVersions = "syngo MR B17"
+    ds.StudyDescription = f"MEMORY CLINIC^{person.name.split('^')[0]} BRAIN"
+    ds.SeriesDescription = series_description
+    ds.ImageComments = f"Scanned for {person.name.replace('^', ' ').title()}, MRN {person.mrn}"
+
+
+def _request(person: FakePerson, study_key: str, series_key: str, k: int) -> Dataset:
+    """The request attributes, a nested sequence that carries PHI too (the requesting physician, ids from the MRN)."""
+    req = Dataset()
+    req.RequestedProcedureID = f"RP{person.mrn}"
+    req.ScheduledProcedureStepID = f"SPS-{person.mrn}"
+    req.RequestingPhysician = "HIBBERT^JULIUS"
+    ref = Dataset()
+    ref.ReferencedSOPClassUID = MRImageStorage
+    ref.ReferencedSOPInstanceUID = demo_uid(study_key, series_key, max(k - 1, 0))
+    req.ReferencedStudySequence = Sequence([ref])
+    return req

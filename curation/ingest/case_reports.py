@@ -149,6 +149,23 @@ def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Ca
     title = _bounded(ctx, "article-title", title)
     journal = _bounded(ctx, "journal-title", journal)
     _bounded(ctx, "author list", " ".join(authors))
+    figures = _figures(ctx, path, where, article, case_id)
+    return Case(
+        case_id=case_id, source=SourceName.case_reports, license=_license(article, spec["default_license"]),
+        attribution=attribution_of(authors, journal, doi),
+        origin=f"https://doi.org/{doi}" if doi else f"https://pmc.ncbi.nlm.nih.gov/articles/{pmcid}/" if pmcid
+        else None,
+        publication=Publication(title=title or None, journal=journal or None, doi=doi, pmcid=pmcid, authors=authors,
+                                url=f"https://doi.org/{doi}" if doi else None),
+        title=title or None, history=abstract, presentation=presentation, notes=discussion, figures=figures,
+        provenance=Provenance(source_paths=[path_digest(where)]),
+    )
+
+
+def _figures(ctx: IngestContext, path: Path, where: str, article: ET.Element, case_id: str) -> list[Figure]:
+    """The article's figures with their labels and captions, each graphic stored beside the case; one whose
+    graphic is missing, too long a name or outside the raw folder is kept as missing, with its reason counted."""
+    spec = ctx.spec
     figures = []
     seen_ids: set[str] = set()
     for n, fig in enumerate(article.iter("fig")):
@@ -184,16 +201,7 @@ def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Ca
             continue
         stored = ctx.store(fig_path, case_id, f"{fig_id}{fig_path.suffix.lower()}")
         figures.append(Figure(figure_id=fig_id, label=label, caption=caption, path=stored))
-    return Case(
-        case_id=case_id, source=SourceName.case_reports, license=_license(article, spec["default_license"]),
-        attribution=attribution_of(authors, journal, doi),
-        origin=f"https://doi.org/{doi}" if doi else f"https://pmc.ncbi.nlm.nih.gov/articles/{pmcid}/" if pmcid
-        else None,
-        publication=Publication(title=title or None, journal=journal or None, doi=doi, pmcid=pmcid, authors=authors,
-                                url=f"https://doi.org/{doi}" if doi else None),
-        title=title or None, history=abstract, presentation=presentation, notes=discussion, figures=figures,
-        provenance=Provenance(source_paths=[path_digest(where)]),
-    )
+    return figures
 
 
 def _resolve(folder: Path, href: str, exts: list[str]) -> Path | None:

@@ -72,7 +72,8 @@ class Sample:
     sample: int
     response: str | None = None
     dialogue: list[dict[str, str]] = field(default_factory=list)
-    error: str | None = None
+    error: str | None = None  # the failure's code (malformed_json, rejected, http_500 ...)
+    error_detail: str = ""  # what in the reply it was about, where the code has a detail
     letter: str | None = None
     correct: bool | None = None
     judge: dict[str, Any] | None = None
@@ -143,6 +144,7 @@ def ask(client: LLMClient, prompt: Prompt, items: list[EvalItem], n: int, temper
     for a, out in zip(single, step.run(client, single), strict=True):
         samples[a.item.item_id, a.sample].response = out.value if out.ok else None
         samples[a.item.item_id, a.sample].error = None if out.ok else out.code
+        samples[a.item.item_id, a.sample].error_detail = "" if out.ok else out.detail
     # dialogues: the clinician's turns are the user's; the model answers each in turn
     live = [_Dialogue(Ask(it, s), dialogue_asks(it)[1:]) for it in items if it.format == "multi_turn" for s in range(n)]
     while live:
@@ -150,7 +152,7 @@ def ask(client: LLMClient, prompt: Prompt, items: list[EvalItem], n: int, temper
         for d, out in zip(live, step.run(client, [d.ask for d in live]), strict=True):
             smp = samples[d.ask.item.item_id, d.ask.sample]
             if not out.ok:
-                smp.error = out.code
+                smp.error, smp.error_detail = out.code, out.detail
                 continue
             text = out.value or ""
             smp.dialogue.append({"role": "model", "text": text})

@@ -76,7 +76,7 @@ def score_samples(items: dict[str, EvalItem], samples: list[Sample], p: Evaluate
         graded = [Graded(items[s.item_id], s.response or "", s.sample) for s in to_judge]
         for s, out in zip(to_judge, Judge(p.judge, judge_prompt).run(judge, graded), strict=True):
             if not out.ok:
-                s.judge = {"error": out.code, "raw": out.raw_reply[0] if out.raw_reply else None}
+                s.judge = {"error": out.code, "detail": out.detail, "raw": out.raw_reply[0] if out.raw_reply else None}
                 continue
             v = out.value
             s.judge = v.model_dump(mode="json", exclude_unset=True)
@@ -177,7 +177,7 @@ def evaluate(p: EvaluateParams, release: Path, out: Path, models: list[ModelSpec
             m["circular"] = "skipped: evaluate.circular is false"
         write_jsonl(folder / "responses.jsonl", ({
             "item_id": s.item_id, "sample": s.sample, "response": s.response, "dialogue": s.dialogue,
-            "error": s.error} for s in samples))
+            "error": s.error, "error_detail": s.error_detail} for s in samples))
         write_jsonl(folder / "scores.jsonl", ({
             "item_id": s.item_id, "sample": s.sample, "letter": s.letter, "correct": s.correct,
             "judge": s.judge, "judge_score": s.judge_score, "error_type": s.error_type, "bertscore": s.bertscore}

@@ -207,7 +207,10 @@ class Fit:
     def close(self) -> None:
         """Remove the transform files now: a pool worker ends by os._exit, which runs no finalizer, so a fit left to
         the garbage collector there would leave its folder in the temp dir."""
-        self._dir.cleanup()
+        try:
+            self._dir.cleanup()
+        except OSError:  # a folder that cannot be removed now costs disk, never the series' result
+            pass
 
     def record(self) -> dict[str, Any]:
         """What the fit was, for the series' provenance (the linear part; the deformation is not written)."""

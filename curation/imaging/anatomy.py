@@ -116,8 +116,9 @@ class TemplateMaps:
             slice(None) if a == k else None for a in range(3))] + self.affine[k, 3] for k in range(3))
 
 
-def _load_on_grid(path: Path, shape: tuple[int, int, int], affine: np.ndarray) -> np.ndarray:
-    """A 1 mm axis-aligned template map resampled (linear) onto an axis-aligned grid, 0 outside it."""
+def load_on_grid(path: Path, shape: tuple[int, int, int], affine: np.ndarray, order: int = 1) -> np.ndarray:
+    """An axis-aligned map in MNI space resampled onto an axis-aligned grid, 0 outside it: linear (``order`` 1), or
+    nearest neighbour (0) for a label map."""
     import nibabel as nib
     from scipy import ndimage
 
@@ -126,16 +127,17 @@ def _load_on_grid(path: Path, shape: tuple[int, int, int], affine: np.ndarray) -
     # voxel of the source for each target voxel: src_vox = inv(src_aff) @ aff @ vox (both diagonal)
     scale = np.diag(affine)[:3] / np.diag(img.affine)[:3]
     offset = (affine[:3, 3] - img.affine[:3, 3]) / np.diag(img.affine)[:3]
-    return ndimage.affine_transform(src, scale, offset=offset, output_shape=shape, order=1, mode="constant", cval=0.0)
+    return ndimage.affine_transform(src, scale, offset=offset, output_shape=shape, order=order, mode="constant",
+                                    cval=0.0)
 
 
 @functools.lru_cache(maxsize=4)
 def template_maps(spacing: float) -> TemplateMaps:
     """The template brain and a head built around it, on the head grid at ``spacing`` mm (cached per process)."""
     shape, aff = head_grid(spacing)
-    t1 = _load_on_grid(template_file("t1"), shape, aff)
-    gm = np.clip(_load_on_grid(template_file("gm"), shape, aff) / 255.0, 0, 1)
-    wm = np.clip(_load_on_grid(template_file("wm"), shape, aff) / 255.0, 0, 1)
+    t1 = load_on_grid(template_file("t1"), shape, aff)
+    gm = np.clip(load_on_grid(template_file("gm"), shape, aff) / 255.0, 0, 1)
+    wm = np.clip(load_on_grid(template_file("wm"), shape, aff) / 255.0, 0, 1)
     brain = np.clip(t1 / 40.0, 0, 1)  # the skull-stripped T1 is 0 outside the brain; CSF inside it is ~70
     gm, wm = np.minimum(gm, brain), np.minimum(wm, brain)
     labels = _head_labels(brain > 0.5, spacing, aff)

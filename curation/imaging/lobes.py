@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from curation.imaging.anatomy import template_maps
+from curation.imaging.anatomy import load_on_grid, template_maps
 
 LOBES = Path(__file__).with_name("lobes.yaml")
 
@@ -41,7 +41,6 @@ def _atlas_dir() -> Path:
 def lobe_map(spacing: float) -> np.ndarray:
     """Lobe codes (see names) on the template maps' grid at ``spacing``: the atlas's regions by nearest neighbour,
     then every unlabelled voxel of the template's brain given the code of its nearest cortex or cerebellum."""
-    import nibabel as nib
     from scipy import ndimage
 
     maps = template_maps(spacing)
@@ -56,16 +55,11 @@ def lobe_map(spacing: float) -> np.ndarray:
             if region not in code_of:
                 raise ValueError(f"{LOBES.name}: AAL2 region {region!r} is in no lobe")
             lookup[int(row["index"])] = code_of[region]
-    img: Any = nib.load(str(folder / a["image"]))
-    src = np.asarray(img.dataobj).astype(np.int32)
-    lobes = np.zeros(src.shape, np.uint8)
-    for index, code in lookup.items():
-        lobes[src == index] = code
-    # the atlas voxel of each grid voxel (both grids axis-aligned): src_vox = (aff @ vox - src_origin) / src_step
-    scale = np.diag(np.diag(maps.affine)[:3] / np.diag(img.affine)[:3])
-    offset = (maps.affine[:3, 3] - img.affine[:3, 3]) / np.diag(img.affine)[:3]
-    on_grid = ndimage.affine_transform(lobes, scale, offset=offset, output_shape=maps.brain.shape, order=0,
-                                       mode="constant", cval=0)
+    # the atlas's region indices on the maps' grid (nearest neighbour), then each index's lobe
+    regions = np.rint(load_on_grid(folder / a["image"], maps.brain.shape, maps.affine, order=0)).astype(np.int64)
+    codes = np.zeros(max(int(regions.max()), *lookup) + 1, np.uint8)
+    codes[list(lookup)] = list(lookup.values())
+    on_grid = codes[regions]
     # white matter is the lobe of its nearest cortex or cerebellum (deep grey nuclei do not claim the corona radiata)
     source = on_grid * ~np.isin(on_grid, [code_of[r] for r in settings()["fill_not_from"]])
     _, nearest = ndimage.distance_transform_edt(source == 0, return_indices=True)

@@ -36,10 +36,22 @@ def _robust_z(d: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return (d - med) / max((q3 - q1) / 1.349, 1e-6)
 
 
+def _level(a: np.ndarray, sigma_vox: list[float]) -> np.ndarray:
+    """``a`` smoothed by a wide Gaussian (``sigma_vox``), on a grid decimated to a quarter of the width along each
+    axis where it spans 8 voxels or more, and interpolated back: a level so smooth loses nothing on the coarser grid,
+    and the full-grid filter was a fifth of a series' normalize time."""
+    step = [max(1, int(s // 4)) for s in sigma_vox]
+    if step == [1] * len(step):
+        return ndimage.gaussian_filter(a, sigma_vox)
+    coarse = ndimage.uniform_filter(a, step)[tuple(slice(k // 2, None, k) for k in step)]
+    coarse = ndimage.gaussian_filter(coarse, [s / k for s, k in zip(sigma_vox, step, strict=True)])
+    return ndimage.zoom(coarse, np.array(a.shape) / np.array(coarse.shape), order=1, grid_mode=True, mode="nearest")
+
+
 def _flattened(d: np.ndarray, fg: np.ndarray, sigma_vox: list[float]) -> np.ndarray:
     """``d`` divided by its own smoothed level inside the head: slow drifts between acquisitions cancel."""
     m = fg.astype(np.float32)
-    level = ndimage.gaussian_filter(d * m, sigma_vox) / np.maximum(ndimage.gaussian_filter(m, sigma_vox), 1e-3)
+    level = _level(d * m, sigma_vox) / np.maximum(_level(m, sigma_vox), 1e-3)
     return np.where(fg, d / np.maximum(level, 1e-3), 0.0).astype(np.float32)
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -37,10 +38,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture(scope="session")
 def demo_raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from curation.demo.corpus import write_demo_corpus
+    """The demo corpus, written once a session by the command a curator runs (``curate demo-data``)."""
+    import subprocess
+    import sys
 
-    raw = tmp_path_factory.mktemp("raw")
-    write_demo_corpus(raw)
+    raw = tmp_path_factory.mktemp("demo") / "raw"
+    r = subprocess.run([str(Path(sys.executable).with_name("curate")), "demo-data", str(raw)], capture_output=True,
+                       text=True, timeout=1200, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
     return raw
 
 
@@ -95,7 +100,6 @@ def demo_subset(pipeline: Path, stage: str, project: Path) -> Path:
     subject scanned twice and a Radiopaedia case with two series of figures. For tests that run a heavy stage again
     to compare two ways of running it: they need its variety, not its 37 volumes. Records' paths are relative to the
     project folder, so the stage runs with ``project`` as its working folder. Returns ``project / stage``."""
-    import json
 
     lines = (pipeline / stage / "cases.jsonl").read_text(encoding="utf-8").splitlines()
     cases = [json.loads(line) for line in lines]
@@ -111,6 +115,21 @@ def demo_subset(pipeline: Path, stage: str, project: Path) -> Path:
         shutil.copytree(pipeline / stage / "files" / case_id, out / "files" / case_id)
     (out / "cases.jsonl").write_text("".join(line + "\n" for line, c in zip(lines, cases, strict=True)
                                              if c["case_id"] in keep), encoding="utf-8")
+    return out
+
+
+def ingest_subset(pipeline: Path, project: Path) -> Path:
+    """Ingest's output cut to the first case of each source, records, files and id maps, in a project folder of its
+    own: every source's kind of input for a test that runs de-identification again to compare two ways of running
+    it. Returns ``project / "ingest"``."""
+    out = project / "ingest"
+    for src in sorted(d for d in (pipeline / "ingest").iterdir() if d.is_dir()):
+        first = (src / "cases.jsonl").read_text(encoding="utf-8").splitlines()[0]
+        case_id = json.loads(first)["case_id"]
+        shutil.copytree(src / "files" / case_id, out / src.name / "files" / case_id)
+        if (src / "private").is_dir():
+            shutil.copytree(src / "private", out / src.name / "private")
+        (out / src.name / "cases.jsonl").write_text(first + "\n", encoding="utf-8")
     return out
 
 

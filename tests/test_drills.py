@@ -1,11 +1,11 @@
-"""Reliability drills: killed stages, a flaky LLM endpoint, and a corpus full of malformed inputs."""
+"""Reliability drills: killed stages and a flaky LLM endpoint (a corpus full of malformed inputs is
+tests/test_pipeline_dvc.py's, through `dvc repro`)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from curation.demo.adni import ADNI_SUBJECTS
 from curation.jsonio import read_jsonl
 from curation.params import LlmParams, load_params
 from curation.schema import Item
 from curation.testing.openai_server import OpenAIServer, Reply
 
-from .conftest import ROOT, demo_subset
+from .conftest import ROOT, demo_subset, ingest_subset
 from .scripted_llm import generation_responder
 
 CURATE = str(Path(sys.executable).with_name("curate"))
@@ -75,9 +74,11 @@ def test_sigkill_midway_then_rerun_matches_an_uninterrupted_run(pipeline, tmp_pa
         return [CURATE, *(["deid", "run"] if stage == "deid" else [stage]), src, str(out), "--params", params,
                 *(["--workers", "2"] if stage == "normalize" else [])]
 
-    # records hold paths relative to the project, so the stage runs in the project's folder: for normalize, a case
-    # of each kind (its 37 demo volumes would take minutes three times over), for deid the whole demo
-    project = demo_subset(pipeline, src, tmp_path / "project").parent if stage == "normalize" else pipeline
+    # records hold paths relative to the project, so the stage runs in the project's folder, on a case of each kind
+    # (the whole demo would take minutes three times over)
+    subset = demo_subset(pipeline, src, tmp_path / "project") if stage == "normalize" else ingest_subset(
+        pipeline, tmp_path / "project")
+    project = subset.parent
     kill_midway(cmd(a), project, a, building(a, 3), e)
     for out in (a, b):
         r = subprocess.run(cmd(out), cwd=project, env=e, capture_output=True, text=True, check=False)
@@ -161,58 +162,3 @@ def test_flaky_llm_endpoint_stage_finishes_with_bounded_retries(pipeline, tmp_pa
         server.reset()
         run(p, pipeline / "extract", tmp_path / "again", llm=llm)
         assert len(failed) <= server.calls <= len(failures)
-
-
-def test_malformed_corpus_through_the_whole_pipeline(pipeline, raw_copy, tmp_path, monkeypatch):
-    from curation.deid.stage import run as deid
-    from curation.generate.stage import run as generate
-    from curation.imaging.normalize import run as normalize
-    from curation.ingest import run as ingest
-    from curation.nlp.extract import run as extract
-    from curation.quality.filter import run as filt
-
-    dcm = sorted((raw_copy / "adni" / "ADNI" / "027_S_0074").rglob("*.dcm"))
-    dcm[2].write_bytes(dcm[2].read_bytes()[:-5000])  # truncated
-    dcm[5].write_bytes(dcm[5].read_bytes()[132:])  # no preamble: not a DICOM Part 10 file
-    (dcm[7].parent / "notes.dcm").write_bytes(b"\x00" * 128 + b"DICM" + b"garbage")  # preamble, no meta
-    import pydicom
-
-    ds = pydicom.dcmread(dcm[9])
-    ds.StudyDate = "2019-13-45"  # wrong value for its VR (DA)
-    ds.save_as(dcm[9])
-    (raw_copy / "case-reports" / "broken.xml").write_text("<article><front>")
-    csv = raw_copy / "adni" / "ADNIMERGE.csv"
-    csv.write_text(csv.read_text() + "oops,not,enough\n")
-    img = next((raw_copy / "oasis1").rglob("*.img"))
-    img.write_bytes(img.read_bytes()[:1000])
-
-    p = load_params(ROOT / "params.yaml")
-    p.generate.templates_dir = str(ROOT / p.generate.templates_dir)
-    p.generate.knowledge = str(ROOT / p.generate.knowledge)
-    p.generate.diagnoses = str(ROOT / p.generate.diagnoses)
-    p.extract.lexicon = str(ROOT / p.extract.lexicon)
-    # the demo has only three case-report files: one broken file is a third of the inputs
-    p.ingest.max_failure_rate = p.deidentify.max_failure_rate = p.normalize.max_failure_rate = 0.5
-    monkeypatch.chdir(tmp_path)
-    w = tmp_path / "w"
-    reasons: dict[str, set[str]] = {}
-    for s in p.sources:
-        r = ingest(p.ingest, s, raw_copy / s, w / "ingest" / s)
-        reasons[s] = set(r.failures) | set(r.skipped)
-    assert {"dicom_truncated", "dicom_no_meta", "skipped:not_dicom", "csv_bad_row"} <= reasons["adni"], reasons["adni"]
-    assert "xml_invalid" in reasons["case-reports"]
-    assert reasons["oasis1"] & {"volume_unreadable", "analyze_truncated"}
-    r = deid(p.deidentify, w / "ingest", w / "deid")
-    normalize(p.normalize, w / "deid", w / "normalize", workers=2)
-    extract(p.extract, w / "normalize", w / "extract")
-    generate(p.generate, w / "extract", w / "generate")
-    filt(p.filter, w / "generate", w / "filter")
-    # every good case still comes out (the OASIS-1 session whose only volume is unreadable is the one loss)
-    clean = {c["case_id"] for c in read_jsonl(pipeline / "extract" / "cases.jsonl")}
-    dirty = {c["case_id"] for c in read_jsonl(w / "extract" / "cases.jsonl")}
-    assert dirty <= clean and len(clean - dirty) <= 1
-    adni = [c for c in read_jsonl(w / "extract" / "cases.jsonl") if c["source"] == "adni"]
-    assert len(adni) == len(ADNI_SUBJECTS) and all(v["series"] for c in adni for v in c["visits"])
-    for q in read_jsonl(w / "ingest" / "adni" / "quarantine.jsonl"):
-        assert q["reason"] and q["path"]
-    shutil.rmtree(w, ignore_errors=True)

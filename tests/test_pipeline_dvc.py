@@ -23,9 +23,9 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Completed
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
-    """The demo through `dvc repro` in a temp git repo; removed after the module (it and its DVC cache are the
-    suite's largest folder)."""
+def project(tmp_path_factory: pytest.TempPathFactory, demo_raw: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The demo (the session's ``curate demo-data`` output) through `dvc repro` in a temp git repo; removed after the
+    module (it and its DVC cache are the suite's largest folder)."""
     proj = tmp_path_factory.mktemp("project")
     for name in PROJECT_FILES:
         src = ROOT / name
@@ -40,10 +40,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, di
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@localhost"}
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "init"],
-                ["curate", "demo-data", "data/raw"]):
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "init"]):
         r = _run(cmd, proj, env)
         assert r.returncode == 0, r.stderr
+    shutil.copytree(demo_raw, proj / "data" / "raw")
     r = _run(["dvc", "repro"], proj, env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     yield proj, env
@@ -135,17 +135,51 @@ def test_dvc_repro_killed_midway_then_rerun_gives_identical_outputs(project: tup
 
 
 def test_bad_inputs_dropped_into_raw_are_quarantined(project: tuple[Path, dict[str, str]]) -> None:
-    proj, env = project
-    victim = sorted((proj / "data/raw/adni/ADNI/027_S_0074").rglob("*.dcm"))[3]
-    victim.write_bytes(victim.read_bytes()[:-4000])
-    (proj / "data/raw/oasis3/OASIS3_extra_cdr.csv").write_text("OASISID,MMSE\nOAS30001,29\n")
-    r = _run(["dvc", "repro"], proj, env)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    """A corpus full of malformed files, dropped into a repro'd project: each is quarantined with its reason, and
+    every good case still comes out of the whole pipeline (the OASIS-1 session whose only volume is unreadable is the
+    one loss)."""
     import json
 
-    adni = json.loads((proj / "reports/ingest/adni.json").read_text())
-    assert adni["failures_by_reason"] == {"dicom_truncated": 1}
-    oasis3 = json.loads((proj / "reports/ingest/oasis3.json").read_text())
-    assert oasis3["failures_by_reason"] == {"csv_missing_column": 1}
+    import pydicom
+
+    from curation.demo.adni import ADNI_SUBJECTS
+    from curation.jsonio import read_jsonl
+
+    proj, env = project
+    raw = proj / "data" / "raw"
+    clean = {c["case_id"] for c in read_jsonl(proj / "data/interim/extract/cases.jsonl")}
+    dcm = sorted((raw / "adni/ADNI/027_S_0074").rglob("*.dcm"))
+    dcm[2].write_bytes(dcm[2].read_bytes()[:-5000])  # truncated
+    dcm[5].write_bytes(dcm[5].read_bytes()[132:])  # no preamble: not a DICOM Part 10 file
+    (dcm[7].parent / "notes.dcm").write_bytes(b"\x00" * 128 + b"DICM" + b"garbage")  # preamble, no meta
+    ds = pydicom.dcmread(dcm[9])
+    ds.StudyDate = "2019-13-45"  # wrong value for its VR (DA)
+    ds.save_as(dcm[9])
+    (raw / "case-reports/broken.xml").write_text("<article><front>")
+    csv = raw / "adni/ADNIMERGE.csv"
+    csv.write_text(csv.read_text() + "oops,not,enough\n")
+    (raw / "oasis3/OASIS3_extra_cdr.csv").write_text("OASISID,MMSE\nOAS30001,29\n")
+    img = next((raw / "oasis1").rglob("*.img"))
+    img.write_bytes(img.read_bytes()[:1000])
+    # the demo has only three case-report files: one broken file is a third of the inputs
+    params = proj / "params.yaml"
+    params.write_text(params.read_text().replace("max_failure_rate: 0.2", "max_failure_rate: 0.5"))
+    r = _run(["dvc", "repro"], proj, env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+    def reasons(source: str) -> set[str]:
+        report = json.loads((proj / f"reports/ingest/{source}.json").read_text())
+        return set(report["failures_by_reason"]) | set(report.get("skipped_by_reason", {}))
+
+    assert {"dicom_truncated", "dicom_no_meta", "skipped:not_dicom", "csv_bad_row"} <= reasons("adni")
+    assert "xml_invalid" in reasons("case-reports")
+    assert reasons("oasis1") & {"volume_unreadable", "analyze_truncated"}
+    assert "csv_missing_column" in reasons("oasis3")
     q = (proj / "data/interim/ingest/oasis3/quarantine.jsonl").read_text()
     assert "OASIS3_extra_cdr.csv" in q and "days_to_visit" in q
+    for q in read_jsonl(proj / "data/interim/ingest/adni/quarantine.jsonl"):
+        assert q["reason"] and q["path"]
+    dirty = {c["case_id"] for c in read_jsonl(proj / "data/interim/extract/cases.jsonl")}
+    assert dirty <= clean and len(clean - dirty) <= 1
+    adni = [c for c in read_jsonl(proj / "data/interim/extract/cases.jsonl") if c["source"] == "adni"]
+    assert len(adni) == len(ADNI_SUBJECTS) and all(v["series"] for c in adni for v in c["visits"])

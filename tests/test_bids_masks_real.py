@@ -36,6 +36,9 @@ SIDE = {"g05": "right"}
 # wrong option); brats_pat0006's is a left frontal mass. The MS patient's lesions are in many lobes: no lobe item.
 LOBE = {"g05": "parietal lobe", "g06": "frontal lobe"}
 NOT_OFFERED = {"g05": {"occipital lobe"}}
+# a size is asked only on a sequence that shows the whole abnormality (not pat0006's post-contrast T1 alone) and where
+# the slice holds one lesion (not the MS patient's)
+SIZED = {"g05"}
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +124,25 @@ def test_the_lobe_an_item_keys_is_the_lobe_a_neuroradiologist_reads(curated: dic
         sub = by_case[item.case_id]
         assert all(curated["images"][item.item_id]) and item.answer in item.options and len(item.options) >= 3
         assert not NOT_OFFERED.get(sub, set()) & set(item.options), item.options
+
+
+def test_the_size_an_item_keys_is_the_masks_widest_diameter_in_the_slice(curated: dict) -> None:
+    """The key's band holds the mask's largest diameter on the item's slice, measured here by scikit-image's Feret
+    diameter of the fixture's own mask, and the question states the field of view a reader needs for the scale."""
+    import nibabel as nib
+    from skimage.measure import regionprops
+
+    items = [i for i in curated["items"] if i.template_id == "mask_lesion_size"]
+    by_case = _subjects(curated)
+    assert {by_case[i.case_id] for i in items} == SIZED, [(by_case[i.case_id], i.answer) for i in items]
+    bands = [(10, "under 10 mm"), (30, "10 to 30 mm"), (50, "30 to 50 mm"), (9999, "over 50 mm")]
+    for item in items:
+        folder = SUBJECTS[by_case[item.case_id]][0]
+        raw = nib.as_closest_canonical(nib.load(LESIONS / folder / "mask.nii.gz"))
+        spacing = float(raw.header.get_zooms()[0])
+        ev = item.evidence[0]
+        cut = np.asarray(raw.dataobj)[:, :, ev.slice_index] > 0
+        feret = max(r.feret_diameter_max for r in regionprops(cut.astype(np.uint8))) * spacing
+        assert item.answer == next(label for bound, label in bands if feret < bound), (feret, item.answer)
+        assert set(item.options) == {label for _, label in bands}
+        assert f"spans {round(raw.shape[0] * spacing)} mm" in item.question, item.question

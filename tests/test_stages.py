@@ -75,7 +75,7 @@ def test_dicom_conversion_matches_ground_truth_world_position(demo_raw: Path) ->
     assert world[0] < 0  # the lesion is in the patient's left hemisphere
 
 
-NOT_IN_DEMO = ("mask_lesion_laterality", "mask_lesion_lobe")
+NOT_IN_DEMO = ("mask_lesion_laterality", "mask_lesion_lobe", "mask_lesion_size")
 
 
 def test_every_template_makes_items_with_evidence_and_no_constant_answer(pipeline: Path) -> None:

@@ -55,6 +55,8 @@ class MaskLesionFacts(BaseModel):
     largest_mm3: float
     lobe: str | None = None  # where most of the shown slice's lesion lies (normalize: lobes.yaml); None if unclear
     other_lobes: list[str] = []  # the lobes the slice's lesion does not reach: a lobe item's wrong options
+    fov_mm: float | None = None  # the shown slice's width, right to left: the scale a reader needs
+    diameter: str | None = None  # size band of the slice's one lesion, clear of the bands' bounds
 
 
 class DeficitFacts(BaseModel):

@@ -53,3 +53,11 @@ def grade_of(value: float | None, bands: list[list[Any]]) -> str | None:
             return label
     return None
 
+
+def clear_grade_of(value: float | None, bands: list[list[Any]], margin: float) -> str | None:
+    """``grade_of``, except None where ``value`` lies within a factor ``margin`` of a band's bound: a reading by eye
+    could fairly fall on either side of it."""
+    if value is None or value <= 0 or any(float(b) / margin < value < float(b) * margin for b, _ in bands):
+        return None
+    return grade_of(value, bands)
+

@@ -15,7 +15,7 @@ from curation.generate.renders import (
     target_render,
     usable,
 )
-from curation.generate.values import age_phrase, fmt, grade_of, score_of
+from curation.generate.values import age_phrase, clear_grade_of, fmt, grade_of, score_of
 from curation.schema import MASK_LOCATED, Case, Render, Series, Visit
 
 LESION_SEQUENCES = ("FLAIR", "T2w", "DWI", "SWI")
@@ -67,6 +67,10 @@ def visit_facts(f: dict[str, Any], case: Case, visit: Visit, knowledge: dict[str
             f["mask_lesion"] = {"laterality": placed.get("laterality"), "count": placed["count"],
                                 "largest_mm3": placed["largest_mm3"], "lobe": placed.get("lobe"),
                                 "other_lobes": list(placed.get("lobes_ruled_out") or [])}
+            if lesion[0].sequence in LESION_SEQUENCES:  # the whole abnormality shows (not only its enhancing part)
+                f["mask_lesion"].update(fov_mm=placed.get("fov_mm"), diameter=clear_grade_of(
+                    placed.get("diameter_mm"), knowledge.get("lesion_diameters_mm", []),
+                    float(knowledge.get("lesion_diameter_margin", 1.0))))
     known = [s for s in visit.series if s.sequence and usable(s) and mid_render(s) is not None]
     if known:
         # which series a sequence question shows is drawn per case, so the answer is not always the first sequence

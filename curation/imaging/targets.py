@@ -392,7 +392,35 @@ def place_mask_lesion(mask: np.ndarray, data: np.ndarray, affine: np.ndarray,
         "centre_mm": [round(float(v), 2) for v in centre]}
     if side is not None:
         placed["laterality"] = side
+    placed.update(_in_plane_size(lesion[:, :, idx], affine, data.shape))
     return placed, ""
+
+
+ONE_PART_SHARE = 0.9  # a slice's lesion is one lesion where its largest in-plane part holds this share of its area
+
+
+def _in_plane_size(cut: np.ndarray, affine: np.ndarray, shape: tuple[int, ...]) -> dict[str, float]:
+    """The width of the axial slice's field of view (left to right, mm) and, where the slice's lesion is one part
+    (``ONE_PART_SHARE``), its largest in-plane diameter (mm, between the outer edges of its pixels): what a reader
+    measures on the slice, given the field of view."""
+    from scipy import ndimage
+    from scipy.spatial import ConvexHull, QhullError
+
+    spacing = np.sqrt((affine[:3, :3] ** 2).sum(axis=0))
+    out = {"fov_mm": round(float(shape[0] * spacing[0]), 1)}
+    parts, n = ndimage.label(cut, structure=np.ones((3, 3), bool))
+    areas = np.bincount(parts.ravel(), minlength=n + 1)[1:]
+    if n == 0 or areas.max() < ONE_PART_SHARE * areas.sum():
+        return out
+    basis = np.linalg.qr(affine[:3, :2])[0]  # the slice's plane, orthonormal: distances kept in 2 coordinates
+    pts = np.argwhere(parts == int(np.argmax(areas)) + 1) @ affine[:3, :2].T @ basis
+    try:
+        pts = pts[ConvexHull(pts).vertices]
+    except (QhullError, ValueError):  # a line or a point: every pixel is a hull point
+        pass
+    far = float(np.sqrt(((pts[:, None, :] - pts[None, :, :]) ** 2).sum(axis=-1)).max()) if len(pts) > 1 else 0.0
+    out["diameter_mm"] = round(far + float(spacing[:2].mean()), 1)
+    return out
 
 
 def tell_mask_lobe(placed: dict[str, Any], mask: np.ndarray, data: np.ndarray, affine: np.ndarray, fit: Any) -> None:

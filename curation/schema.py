@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
+from importlib import resources
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,14 +16,15 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
 
-class SourceName(StrEnum):
-    adni = "adni"
-    oasis1 = "oasis1"
-    oasis3 = "oasis3"
-    radiopaedia = "radiopaedia"
-    case_reports = "case-reports"
-    medpix = "medpix"
-    bids = "bids"
+def source_names() -> list[str]:
+    """Every source the project reads: one spec each, ``curation/ingest/specs/<source>.yaml``, beside its ingest module
+    ``curation/ingest/<source, - as _>.py``. A new source is those two files; nothing lists it anywhere else."""
+    specs = resources.files("curation").joinpath("ingest", "specs")
+    return sorted(f.name.removesuffix(".yaml") for f in specs.iterdir() if f.name.endswith(".yaml"))
+
+
+# members by the source's name with - as _ (case-reports: SourceName.case_reports), values the names themselves
+SourceName = StrEnum("SourceName", [(n.replace("-", "_"), n) for n in source_names()])  # type: ignore[misc]
 
 
 class TaskType(StrEnum):

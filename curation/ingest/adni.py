@@ -258,7 +258,7 @@ def _build_case(ctx: IngestContext, ptid: str, rows: list[dict[str, Any]], serie
         ehr = numeric_scores(baseline["_raw"], spec["scores"])
         ehr["DX_bl"] = (baseline["_raw"].get("DX_bl") or None)
     return Case(
-        case_id=case_id, source=SourceName.adni, license=spec["license"], attribution=spec["attribution"],
+        case_id=case_id, source=SourceName("adni"), license=spec["license"], attribution=spec["attribution"],
         patient=patient, ehr=ehr, visits=visits, diagnosis=Diagnosis(primary=last_dx),
         provenance=Provenance(source_paths=sorted({_digest(ptid)})),
     )

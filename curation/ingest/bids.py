@@ -160,7 +160,7 @@ def _case(ctx: IngestContext, sub: str, files: list[tuple[Any, Path, Any]], row:
         patient = Patient.with_age(age, sex=spec["sex"].get(str(row.get("sex") or "").strip()))
     ordered = sorted(visits.values(), key=lambda v: (v.days_from_baseline is None, v.days_from_baseline or 0,
                                                      v.visit_id))
-    return Case(case_id=case_id, source=SourceName.bids, license=licence, attribution=attribution, origin=origin,
+    return Case(case_id=case_id, source=SourceName("bids"), license=licence, attribution=attribution, origin=origin,
                 patient=patient, visits=ordered, diagnosis=Diagnosis(),
                 provenance=Provenance(source_paths=sorted({path_digest(f"sub-{sub}")})))
 

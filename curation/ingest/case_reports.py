@@ -151,7 +151,7 @@ def _case(ctx: IngestContext, path: Path, where: str, article: ET.Element) -> Ca
     _bounded(ctx, "author list", " ".join(authors))
     figures = _figures(ctx, path, where, article, case_id)
     return Case(
-        case_id=case_id, source=SourceName.case_reports, license=_license(article, spec["default_license"]),
+        case_id=case_id, source=SourceName("case-reports"), license=_license(article, spec["default_license"]),
         attribution=attribution_of(authors, journal, doi),
         origin=f"https://doi.org/{doi}" if doi else f"https://pmc.ncbi.nlm.nih.gov/articles/{pmcid}/" if pmcid
         else None,

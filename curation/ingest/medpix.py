@@ -176,7 +176,7 @@ def _case(ctx: IngestContext, rec: dict[str, Any], by_image: dict[str, dict[str,
                             for x in (fields["history"], fields["exam"]) if x)
     sections = {k: fields[k] for k in ("findings", "exam", "treatment", "discussion") if fields[k]}
     return Case(
-        case_id=case_id, source=SourceName.medpix, license=spec["license"],
+        case_id=case_id, source=SourceName("medpix"), license=spec["license"],
         attribution=spec["attribution"].format(id=uid), origin=f"MedPix {uid}", title=fields["title"] or None,
         patient=Patient.with_age(age, sex=sex), presentation=presentation, sections=sections, figures=figures,
         diagnosis=Diagnosis(primary=fields["diagnosis"] or None,

@@ -104,6 +104,6 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], rows: dict[str,
                                    education_years=base_row.get("education_years"))
         ehr = numeric_scores(base_row["_raw"], spec["scores"])
     primary = next((v.diagnosis for v in visits if v.diagnosis), None)
-    return Case(case_id=case_id, source=SourceName.oasis1, license=spec["license"], attribution=spec["attribution"],
+    return Case(case_id=case_id, source=SourceName("oasis1"), license=spec["license"], attribution=spec["attribution"],
                 patient=patient, ehr=ehr, visits=visits, diagnosis=Diagnosis(primary=primary),
                 provenance=Provenance(source_paths=sorted(path_digest(s) for s in sessions)))

@@ -110,6 +110,6 @@ def _case(ctx: IngestContext, subject: str, sessions: list[str], demo: dict[str,
     if visits and visits[0].scores:
         ehr.update(visits[0].scores)
     primary = next((v.diagnosis for v in reversed(visits) if v.diagnosis), None)
-    return Case(case_id=case_id, source=SourceName.oasis3, license=spec["license"], attribution=spec["attribution"],
+    return Case(case_id=case_id, source=SourceName("oasis3"), license=spec["license"], attribution=spec["attribution"],
                 patient=patient, ehr=ehr, visits=visits, diagnosis=Diagnosis(primary=primary),
                 provenance=Provenance(source_paths=sorted(path_digest(s) for s in sessions)))

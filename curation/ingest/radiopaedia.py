@@ -153,7 +153,7 @@ def _case(ctx: IngestContext, path: Path, doc: dict[str, Any], used: set[Path]) 
         differential = [differential]
     origin, licence, attribution = _origin(doc, rid, spec)
     return Case(
-        case_id=case_id, source=SourceName.radiopaedia, license=licence, attribution=attribution, origin=origin,
+        case_id=case_id, source=SourceName("radiopaedia"), license=licence, attribution=attribution, origin=origin,
         title=doc.get("title"),
         patient=Patient.with_age(age, sex=spec["sex"].get(str(doc.get("gender") or ""))),
         presentation=doc.get("presentation") or "", notes=notes, figures=figures,

@@ -145,4 +145,4 @@ def test_the_size_an_item_keys_is_the_masks_widest_diameter_in_the_slice(curated
         feret = max(r.feret_diameter_max for r in regionprops(cut.astype(np.uint8))) * spacing
         assert item.answer == next(label for bound, label in bands if feret < bound), (feret, item.answer)
         assert set(item.options) == {label for _, label in bands}
-        assert f"spans {round(raw.shape[0] * spacing)} mm" in item.question, item.question
+        assert f"spans {round(raw.shape[0] * spacing)} mm" in item.context, item.context

@@ -142,8 +142,8 @@ class GenerateParams(Section):
     n_options: int = Field(5, ge=2, le=8)
     max_items_per_template_per_case: int = Field(1, ge=1)
     prompts_dir: str = "templates/prompts"
-    llm_steps: list[Literal["paraphrase", "distractors", "rationale", "dialogue", "caption_questions"]] = Field(
-        default_factory=lambda: ["paraphrase", "distractors", "rationale", "dialogue", "caption_questions"])
+    # the LLM steps to run, by name (curation/generate/augment: one module each), or all of them
+    llm_steps: list[str] | Literal["all"] = "all"
     paraphrase_fraction: float = Field(0.5, ge=0, le=1)
     distractor_fraction: float = Field(0.5, ge=0, le=1)
     caption_questions_per_figure: int = Field(2, ge=1, le=5)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from curation.errors import InputError
-from curation.generate.augment import Augmenter
+from curation.generate.augment import Augmenter, chosen
 from curation.generate.engine import Engine
 from curation.jsonio import batched, read_jsonl, write_jsonl
 from curation.llm import LLMClient, not_configured
@@ -28,7 +28,7 @@ def run(params: GenerateParams, src: Path, dst: Path, report_path: Path | None =
     engine = Engine(params)
     report = Report(stage="generate")
     llm = llm or LlmParams()
-    why_not = not_configured(llm) if params.llm_steps else "no LLM steps listed in generate.llm_steps"
+    why_not = not_configured(llm) if chosen(params.llm_steps) else "no LLM steps listed in generate.llm_steps"
     client = None if why_not else LLMClient(llm)
 
     flagged: dict[str, list[str]] = {}  # case id -> its flags (instruction-like text removed at ingest)

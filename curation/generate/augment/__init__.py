@@ -6,30 +6,51 @@ before it touches an item, and a change is recorded in ``item.augmentations`` wi
 reviewer sees what the model wrote. A failed call or an unusable answer leaves the item as the template made it
 and is counted and logged with the raw text.
 
-A new step is a module with an ``ItemStep`` or ``FigureStep`` subclass, listed in ``STEPS``.
+A new step is a module here with an ``ItemStep`` or ``FigureStep`` subclass, and its prompt: registered by being
+here (``STEPS``), run by default (``generate.llm_steps: all``), after the project's steps unless its ``order`` says
+otherwise.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from curation.errors import ParamsError
 from curation.generate.augment.base import FigureStep, ItemStep
-from curation.generate.augment.caption_questions import CaptionQuestions
-from curation.generate.augment.dialogue import Dialogue
-from curation.generate.augment.distractors import Distractors
-from curation.generate.augment.paraphrase import Paraphrase
-from curation.generate.augment.rationale import Rationale
 from curation.llm import LLMClient
 from curation.llm.step import StepOutcome, run_steps
 from curation.params import GenerateParams
 from curation.report import Report
 from curation.schema import Case, Item
 
+
+def _steps() -> dict[str, type[ItemStep[Any] | FigureStep[Any]]]:
+    """Every step defined by a module of this package, by name, in ``order`` (then name)."""
+    found: list[type[ItemStep[Any] | FigureStep[Any]]] = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        found += [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, ItemStep | FigureStep)
+                  and c.__module__ == module.__name__ and "name" in vars(c) and not inspect.isabstract(c)]
+    return {c.name: c for c in sorted(found, key=lambda c: (c.order, c.name))}
+
+
 # the steps by name (``generate.llm_steps``), in the order they are applied to an item
-STEPS: dict[str, type[ItemStep[Any] | FigureStep[Any]]] = {
-    s.name: s for s in (Paraphrase, Distractors, Rationale, Dialogue, CaptionQuestions)}
+STEPS = _steps()
+
+
+def chosen(llm_steps: list[str] | str) -> list[str]:
+    """The steps ``generate.llm_steps`` names (``all``: every one here), in ``STEPS`` order."""
+    names = list(STEPS) if llm_steps == "all" else list(llm_steps)
+    unknown = sorted(set(names) - set(STEPS))
+    if unknown:
+        raise ParamsError(f"generate.llm_steps names no step of curation/generate/augment: {', '.join(unknown)} "
+                          f"(steps: {', '.join(STEPS)})")
+    return [name for name in STEPS if name in names]
 
 
 class Augmenter:
@@ -38,7 +59,7 @@ class Augmenter:
         self.client = client
         self.report = report
         self.log_failure = failures_log
-        steps = [STEPS[name](params, prompts_dir) for name in STEPS if name in params.llm_steps]
+        steps = [STEPS[name](params, prompts_dir) for name in chosen(params.llm_steps)]
         self.item_steps = [s for s in steps if isinstance(s, ItemStep)]
         self.figure_steps = [s for s in steps if isinstance(s, FigureStep)]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from curation.jsonio import content_hash
 from curation.llm.step import LLMStep, StepOutcome, StepParams
@@ -36,6 +36,8 @@ class Sampled(StepParams):
 class ItemStep(LLMStep[Item, R]):
     """Rewrites one part of a template item. The change is recorded in ``item.augmentations`` with what it
     replaced, so a reviewer sees what the model wrote."""
+
+    order: ClassVar[int] = 100  # item steps apply in this order (a step without one comes after the project's)
 
     @abstractmethod
     def applies(self, item: Item) -> bool:
@@ -71,6 +73,8 @@ class FigureInput:
 
 class FigureStep(LLMStep[FigureInput, R]):
     """Writes new items from a case-report figure and its caption."""
+
+    order: ClassVar[int] = 100  # figure steps run in this order
 
     def inputs(self, case: Case) -> list[FigureInput]:
         """The figures of ``case`` the step can use: present, captioned, rendered."""

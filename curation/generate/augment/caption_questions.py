@@ -34,6 +34,7 @@ class CaptionQuestionsReply(BaseModel):
 
 class CaptionQuestions(FigureStep[CaptionQuestionsReply]):
     name = "caption_questions"
+    order = 50
     version = 1
     prompt_name = "caption_questions"
     params_model = CaptionQuestionsParams

@@ -22,6 +22,7 @@ class DialogueReply(BaseModel):
 
 class Dialogue(ItemStep[DialogueReply]):
     name = "dialogue"
+    order = 40
     version = 1
     prompt_name = "dialogue"
     reply_model = DialogueReply

@@ -21,6 +21,7 @@ class DistractorsReply(BaseModel):
 
 class Distractors(ItemStep[DistractorsReply]):
     name = "distractors"
+    order = 20
     version = 1
     prompt_name = "distractors"
     params_model = DistractorsParams

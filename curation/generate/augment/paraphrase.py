@@ -21,6 +21,7 @@ class ParaphraseReply(BaseModel):
 
 class Paraphrase(ItemStep[ParaphraseReply]):
     name = "paraphrase"
+    order = 10
     version = 1
     prompt_name = "paraphrase"
     params_model = ParaphraseParams

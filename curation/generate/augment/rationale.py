@@ -16,6 +16,7 @@ class RationaleReply(BaseModel):
 
 class Rationale(ItemStep[RationaleReply]):
     name = "rationale"
+    order = 30
     version = 1
     prompt_name = "rationale"
     reply_model = RationaleReply

@@ -8,7 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import jinja2
 import yaml
@@ -165,6 +165,16 @@ def _word_overlap(a: str, b: str) -> float:
     return len(wa & wb) / max(1, min(len(wa), len(wb)))
 
 
+class Skip(NamedTuple):
+    """A template that made no item of a case, and why (a code: ``missing_<fact>``, ``fact_already_asked``...)."""
+
+    template_id: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.template_id}:{self.reason}"
+
+
 class Engine:
     def __init__(self, params: GenerateParams) -> None:
         self.params = params
@@ -220,12 +230,12 @@ class Engine:
                     out.append(p)
         return out, first
 
-    def generate(self, case: Case) -> tuple[list[Item], dict[str, int]]:
+    def generate(self, case: Case) -> tuple[list[Item], Counter[Skip]]:
         """The items of one case: per template, from the first fact set (visit, or registered pair) that has what
         it requires; at most one item per case and answered fact. Answer letters are set by ``finalize``."""
         sets = fact_sets(case, self.knowledge, self.diagnoses, self.kinds_asked)
         items: list[Item] = []
-        skipped: Counter[str] = Counter()
+        skipped: Counter[Skip] = Counter()
         asked: set[frozenset[str]] = set()
         answered: set[str] = set()
         for t in self.templates:
@@ -237,26 +247,26 @@ class Engine:
             if facts is None:
                 first = candidates[0] if candidates else {}
                 missing = next((r for r in t.requires if lookup(first, r) is None), t.kind)
-                skipped[f"{t.id}:missing_{missing}"] += 1
+                skipped[Skip(t.id, f"missing_{missing}")] += 1
                 continue
             if answers in asked:  # the same fact of the same case is asked once
-                skipped[f"{t.id}:fact_already_asked"] += 1
+                skipped[Skip(t.id, "fact_already_asked")] += 1
                 continue
             try:
                 item, why_not = self._item(t, case, facts, answers)
             except jinja2.TemplateError as exc:
-                skipped[f"{t.id}:render_error:{type(exc).__name__}"] += 1
+                skipped[Skip(t.id, f"render_error:{type(exc).__name__}")] += 1
                 continue
             if item is None:
-                skipped[f"{t.id}:{why_not}"] += 1
+                skipped[Skip(t.id, why_not)] += 1
                 continue
             if plain(item.answer) in answered:  # two facts with one value ask the same thing twice
-                skipped[f"{t.id}:answer_already_asked"] += 1
+                skipped[Skip(t.id, "answer_already_asked")] += 1
                 continue
             asked.add(answers)
             answered.add(plain(item.answer))
             items.append(item)
-        return items, dict(skipped)
+        return items, skipped
 
     def _item(self, t: Template, case: Case, facts: dict[str, Any],
               answers: frozenset[str]) -> tuple[Item | None, str]:

@@ -50,9 +50,9 @@ def run(params: GenerateParams, src: Path, dst: Path, report_path: Path | None =
                 flagged[case.case_id] = case.flag_notes()
                 report.counts["cases_flagged_instruction_like"] += 1
             items, skipped = engine.generate(case)
-            for k, v in skipped.items():
-                report.counts[f"template_skipped:{k.split(':', 1)[1]}"] += v
-                report.counts[f"template_skipped_by:{k}"] += v
+            for skip, v in skipped.items():
+                report.counts[f"template_skipped:{skip.reason}"] += v
+                report.counts[f"template_skipped_by:{skip}"] += v
             yield from items
 
     def template_items() -> Iterator[Item]:

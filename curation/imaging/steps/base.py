@@ -8,8 +8,8 @@ What a step records comes from the constants it runs with (``step_record(name, *
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -78,7 +78,47 @@ def step_record(name: str, version: str = VERSION, /, **args: Any) -> Step:
     return Step(name=name, args=args, version=version)
 
 
-SeriesStepFn = Callable[[Any, SeriesContext], tuple[Any, "Step | None"]]
+class SeriesStepFn(Protocol):
+    """A step: ``(image, ctx) -> (image, Step | None)``, with the context's fields it takes from the steps before it
+    (``reads``) and hands on (``writes``), declared by :func:`declares`."""
+
+    __name__: str
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+
+    def __call__(self, img: Any, ctx: SeriesContext, /) -> tuple[Any, Step | None]: ...
+
+
+def declares(*, reads: tuple[str, ...] = (), writes: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]],
+                                                                                     SeriesStepFn]:
+    """Mark a step with the SeriesContext fields it reads from earlier steps and writes for later ones (``task``, and
+    ``params`` through it, are every step's): ``check_order`` holds STEPS to them, and a test traces a series through
+    the steps to hold each declaration to what the step does."""
+    known = {f.name for f in fields(SeriesContext)}
+    unknown = sorted((set(reads) | set(writes)) - known)
+    if unknown:
+        raise TypeError(f"no SeriesContext field {', '.join(unknown)}")
+
+    def mark(fn: Callable[..., Any]) -> SeriesStepFn:
+        fn.reads, fn.writes = tuple(reads), tuple(writes)  # type: ignore[attr-defined]
+        return cast(SeriesStepFn, fn)
+
+    return mark
+
+
+def check_order(steps: tuple[SeriesStepFn, ...]) -> None:
+    """Raise where a step reads a field that a later step writes, or that no step writes: the order is checked where
+    STEPS is written, not remembered."""
+    written: set[str] = set()
+    for n, step in enumerate(steps):
+        if not hasattr(step, "reads") or not hasattr(step, "writes"):
+            raise TypeError(f"step {step.__name__} declares no reads and writes (steps.base.declares)")
+        for name in step.reads:
+            if name not in written:
+                later = next((s.__name__ for s in steps[n + 1:] if name in s.writes), None)
+                raise TypeError(f"step {step.__name__} reads ctx.{name}, which "
+                                + (f"{later} writes after it" if later else "no step before it writes"))
+        written.update(step.writes)
 
 
 def voxel_data(img: Any) -> np.ndarray:

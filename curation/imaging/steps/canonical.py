@@ -6,12 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from curation.imaging.steps.base import Refused, SeriesContext, step_record
+from curation.imaging.steps.base import Refused, SeriesContext, declares, step_record
 from curation.io.volumes import VolumeTooLarge
 from curation.report import Outcome
 from curation.schema import Step
 
 
+@declares(writes=("info", "src_affine"))
 def to_canonical(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     """Read the series (DICOM, Analyze, NIfTI) as one canonical RAS+ volume; refuse an empty or blank one."""
     from curation.imaging.convert import MixedPatients, load_volume

@@ -9,6 +9,7 @@ import numpy as np
 from curation.imaging.steps.base import (
     Refused,
     SeriesContext,
+    declares,
     lesion_mask_on,
     step_record,
     voxel_data,
@@ -45,6 +46,7 @@ def _face_free(img: Any, ctx: SeriesContext) -> dict[str, Any] | None:
             "series_kind": ctx.fit.kind}
 
 
+@declares(reads=("fit",), writes=("deface", "defaced"))
 def deface(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     """Zero face and ears (curation.imaging.deface) of the sequences ``deface_sequences`` names (None: all); a
     face-free series (a brain without its head) passes unchanged, recorded as such."""

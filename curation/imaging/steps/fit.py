@@ -6,10 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from curation.imaging.steps.base import SeriesContext, step_record, voxel_data, wants_deface
+from curation.imaging.steps.base import SeriesContext, declares, step_record, voxel_data, wants_deface
 from curation.schema import Step
 
 
+@declares(writes=("fit", "fit_failed"))
 def fit_anatomy(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     """Register the labelled template to the series once (templatefit.fit_template, ANTs); defacing and target location
     both use it. A volume the fit breaks on keeps its reason; the steps after it go on without the fit."""

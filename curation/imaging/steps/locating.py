@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from curation.imaging.steps.base import SeriesContext, lesion_mask_on, step_record, voxel_data
+from curation.imaging.steps.base import SeriesContext, declares, lesion_mask_on, step_record, voxel_data
 from curation.schema import MASK_LOCATED, Step
 
 
+@declares(reads=("fit", "fit_failed", "src_affine"), writes=("sampling", "refused", "located"))
 def locate_targets(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     """The planes the acquisition's sampling cannot show, and the target slices (anatomy, lesions) to render."""
     from curation.imaging.targets import locate, refused_planes, sampling_mm

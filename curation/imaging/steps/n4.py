@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from curation.imaging.sitk import from_sitk, to_sitk
-from curation.imaging.steps.base import SeriesContext, step_record
+from curation.imaging.steps.base import SeriesContext, declares, step_record
 from curation.schema import Step
 
 N4_SHRINK = 2  # N4 is fitted on the image shrunk by this factor, then applied at full resolution
 N4_ITERATIONS = (20, 20)  # per fitting level; the provenance records these, not a copy of them
 
 
+@declares()
 def n4_bias_correction(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     if not ctx.params.bias_correction:
         return img, None

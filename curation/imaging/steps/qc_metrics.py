@@ -6,10 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from curation.imaging.steps.base import SeriesContext, voxel_data
+from curation.imaging.steps.base import SeriesContext, declares, voxel_data
 from curation.schema import Step
 
 
+@declares(reads=("deface", "fg", "info", "located", "refused", "sampling", "spacing"), writes=("qc",))
 def qc(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     ctx.qc = volume_qc(voxel_data(img), ctx.fg, ctx.spacing, ctx.info)
     ctx.qc.update({"source_sampling_mm": list(ctx.sampling), "planes_refused": sorted(ctx.refused),

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from curation.imaging.steps.base import SeriesContext, step_record, voxel_data
+from curation.imaging.steps.base import SeriesContext, declares, step_record, voxel_data
 from curation.schema import Step
 
 
+@declares(reads=("fg", "located", "refused", "spacing"), writes=("renders",))
 def render(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     from curation.imaging.render import WINDOW_PERCENTILES, render_volume
 

@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 
 from curation.imaging.sitk import from_sitk, to_sitk
-from curation.imaging.steps.base import SeriesContext, step_record
+from curation.imaging.steps.base import SeriesContext, declares, step_record
 from curation.schema import Step
 
 RESAMPLE_ORDER = 1  # linear interpolation (SimpleITK's sitkLinear); the provenance records it
 
 
+@declares()
 def resample(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     spacing = ctx.params.target_spacing
     if not spacing:

@@ -6,10 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from curation.imaging.steps.base import SeriesContext, step_record
+from curation.imaging.steps.base import SeriesContext, declares, step_record
 from curation.schema import Step
 
 
+@declares(writes=("fg",))
 def intensity(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     """Percentile rescale to [0, 1] or foreground z-score; the foreground (above the mean) is taken before it."""
     import nibabel as nib

@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from curation.imaging.steps.base import SeriesContext
+from curation.imaging.steps.base import SeriesContext, declares
 from curation.io.volumes import save_nifti
 from curation.records import write_text
 from curation.schema import Step
 
 
+@declares(reads=("defaced", "info"), writes=("spacing", "sidecar"))
 def save(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     """Write the normalized volume and its sidecar (acquisition metadata, sequence, orientation, spacing)."""
     out_dir = Path(ctx.task.out_dir)

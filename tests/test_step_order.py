@@ -1,6 +1,6 @@
 """Imaging steps declare the SeriesContext fields they read from earlier steps and write for later ones
 (``steps.base.declares``), and ``check_order`` holds STEPS to the declarations, on import: a step placed before the
-step whose output it reads fails there, with the field named. The declarations are held to what the steps do: a real
+step whose output it reads fails there, with the field named. The declarations are held to what the steps do: a demo
 series goes through every step with its context traced (each field a step takes, each field it sets or changes)."""
 
 from __future__ import annotations

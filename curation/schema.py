@@ -408,7 +408,7 @@ class ReleaseRow(Model):
     difficulty: str = Field(description="Difficulty rating from the filter stage (empty when unrated).")
     review_status: str = Field(description="reviewed or unreviewed (expert review).")
     review_verdict: str = Field(description="The reviewers' final verdict (empty when unreviewed).")
-    source: str = Field(description=f"Source collection ({', '.join(source_names())}).")
+    source: str = Field(description=f"Source collection ({', '.join(SourceName)}).")
     license: str = Field(description="Licence of the item's source material.")
     attribution: str = Field(description="Attribution the licence requires, built from the item's own origin.")
     origin: str = Field(description="The source's own identifier or address of the item's case (a MedPix case id "

@@ -54,6 +54,13 @@ def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
+def _ok(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``_run``, which must succeed."""
+    r = _run(cmd, cwd)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r
+
+
 def _copy(repo: Path) -> Path:
     """The project's code, templates and params in a git repository of their own."""
     tracked = subprocess.run(["git", "ls-files", "curation", "templates", "params.yaml"], cwd=ROOT,
@@ -63,7 +70,7 @@ def _copy(repo: Path) -> Path:
         shutil.copy2(ROOT / name, repo / name)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost"]
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], [*git, "commit", "-qm", "project"]):
-        assert _run(cmd, repo).returncode == 0
+        _ok(cmd, repo)
     return repo
 
 
@@ -85,15 +92,12 @@ def test_a_new_source_is_its_module_and_its_spec(tmp_path: Path) -> None:
         (raw / case / "f1.txt").write_text("Axial FLAIR: a right frontal lesion.", encoding="utf-8")
 
     py = [sys.executable, "-m", "curation.cli"]
-    r = _run([*py, "ingest", "teaching-folder", "data/raw/teaching-folder", "data/interim/ingest/teaching-folder"],
-             repo)
-    assert r.returncode == 0, r.stderr[-2000:]
+    _ok([*py, "ingest", "teaching-folder", "data/raw/teaching-folder", "data/interim/ingest/teaching-folder"], repo)
     cases = [json.loads(line) for line in (repo / "data/interim/ingest/teaching-folder/cases.jsonl").read_text(
         encoding="utf-8").splitlines()]
     assert [c["source"] for c in cases] == ["teaching-folder"] * 2
     assert all(c["figures"][0]["caption"] and c["license"] == "CC BY 4.0" for c in cases)
-    r = _run([*py, "deid", "run", "data/interim/ingest", "data/interim/deid"], repo)
-    assert r.returncode == 0, r.stderr[-2000:]
+    _ok([*py, "deid", "run", "data/interim/ingest", "data/interim/deid"], repo)
     assert len((repo / "data/interim/deid/cases.jsonl").read_text(encoding="utf-8").splitlines()) == 2
 
     assert _changed(repo) == ["?? curation/ingest/specs/teaching-folder.yaml", "?? curation/ingest/teaching_folder.py"]
@@ -181,8 +185,7 @@ def test_a_new_llm_step_is_its_module_and_its_prompt(tmp_path: Path) -> None:
         return Reply(json.dumps({"summary": summary}) if "plain sentence" in asks else "not json")
 
     with OpenAIServer(reply) as server:
-        r = _run([sys.executable, "-c", RUN_STEP, server.base_url], repo)
-    assert r.returncode == 0, r.stderr[-2000:]
+        r = _ok([sys.executable, "-c", RUN_STEP, server.base_url], repo)
     out = json.loads(r.stdout.splitlines()[-1])
     assert out["steps"][-1] == "plain_words" and "plain_words" in out["chosen"], out
     assert out["reference"] == summary and "plain_words" in out["augmented"], out
@@ -233,10 +236,8 @@ def test_a_new_gate_is_its_module(tmp_path: Path) -> None:
     repo = _copy(tmp_path / "repo")
     (repo / "curation/quality/item_gates/capitals.py").write_text(GATE, encoding="utf-8")
     (repo / "generate").mkdir()
-    r = _run([sys.executable, "-c", WRITE_ITEMS], repo)
-    assert r.returncode == 0, r.stderr[-2000:]
-    r = _run([sys.executable, "-m", "curation.cli", "filter", "generate", "filtered", "--report", "filter.json"], repo)
-    assert r.returncode == 0, r.stderr[-2000:]
+    _ok([sys.executable, "-c", WRITE_ITEMS], repo)
+    _ok([sys.executable, "-m", "curation.cli", "filter", "generate", "filtered", "--report", "filter.json"], repo)
     lines = (repo / "filtered/rejected.jsonl").read_text(encoding="utf-8").splitlines()
     rejected = [json.loads(line) for line in lines]
     assert [(x["item_id"], x["reasons"]) for x in rejected] == [("itm-0", ["question_in_capitals"])], rejected
@@ -276,10 +277,8 @@ def test_a_new_template_is_its_file(tmp_path: Path) -> None:
     repo = _copy(tmp_path / "repo")
     (repo / "templates/questions/planes.yaml").write_text(TEMPLATE, encoding="utf-8")
     (repo / "extract").mkdir()
-    r = _run([sys.executable, "-c", WRITE_CASE], repo)
-    assert r.returncode == 0, r.stderr[-2000:]
-    r = _run([sys.executable, "-m", "curation.cli", "generate", "extract", "generated"], repo)
-    assert r.returncode == 0, r.stderr[-2000:]
+    _ok([sys.executable, "-c", WRITE_CASE], repo)
+    _ok([sys.executable, "-m", "curation.cli", "generate", "extract", "generated"], repo)
     items = [json.loads(line) for line in (repo / "generated/items.jsonl").read_text(encoding="utf-8").splitlines()]
     made = [i for i in items if i["template_id"] == "image_plane"]
     assert len(made) == 1 and made[0]["answer"] == "coronal", [(i["template_id"], i["answer"]) for i in items]

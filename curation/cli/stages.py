@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from curation.cli.common import Stage, stage_command
-from curation.schema import source_names
+from curation.schema import SourceName
 
 app = typer.Typer()  # its commands join the root app at the top level (added without a name)
 
@@ -17,7 +17,7 @@ app = typer.Typer()  # its commands join the root app at the top level (added wi
 @stage_command(app, workers=True, scheduler=True)
 def ingest(
     stage: Stage,
-    source: Annotated[str, typer.Argument(help=" | ".join(source_names()))],
+    source: Annotated[str, typer.Argument(help=" | ".join(SourceName))],
     raw_dir: Annotated[Path, typer.Argument(help="The source's download folder.")],
     out_dir: Annotated[Path, typer.Argument(help="Where cases.jsonl, quarantine.jsonl and files/ go.")],
 ) -> Any:

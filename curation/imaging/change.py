@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from nibabel.affines import voxel_sizes
 from scipy import ndimage
 
 from curation.params import ChangeParams
@@ -39,7 +40,7 @@ def _robust_z(d: np.ndarray, mask: np.ndarray) -> np.ndarray:
 def _level(a: np.ndarray, sigma_vox: list[float]) -> np.ndarray:
     """``a`` smoothed by a wide Gaussian (``sigma_vox``), on a grid decimated to a quarter of the width along each
     axis where it spans 8 voxels or more, and interpolated back: a level so smooth loses nothing on the coarser grid,
-    and the full-grid filter was a fifth of a series' normalize time."""
+    and on the full grid this filter costs a fifth of a demo series' normalize."""
     step = [max(1, int(s // 4)) for s in sigma_vox]
     if step == [1] * len(step):
         return ndimage.gaussian_filter(a, sigma_vox)
@@ -59,7 +60,7 @@ def find_change(baseline: np.ndarray, followup: np.ndarray, affine: np.ndarray,
                 p: ChangeParams) -> Change | None:
     """The largest new or enlarging lesion between ``baseline`` and ``followup`` (already on the baseline's grid,
     ``affine``); None where nothing reaches ``p.min_mm3``."""
-    zooms = [float(v) for v in np.linalg.norm(affine[:3, :3], axis=0)]
+    zooms = [float(v) for v in voxel_sizes(affine)]
     fg = ndimage.binary_fill_holes((baseline > baseline.mean()) & (followup > followup.mean()))
     deep = ndimage.distance_transform_edt(fg, sampling=zooms) >= p.min_depth_mm
     if deep.sum() < 1000:

@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+from nibabel.affines import voxel_sizes
 
 from curation.params import NormalizeParams
 from curation.schema import MASK_LOCATED
@@ -138,7 +139,7 @@ def carry_targets(reference_targets: list[dict[str, Any]], to_series: np.ndarray
 
 def _small_step(affine: np.ndarray) -> int:
     """The decimation that brings a grid to about LESION_GRID_MM."""
-    return max(1, int(round(LESION_GRID_MM / float(np.sqrt((affine[:3, 0] ** 2).sum())))))
+    return max(1, int(round(LESION_GRID_MM / float(voxel_sizes(affine)[0]))))
 
 
 def _small(data: np.ndarray, affine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -406,7 +407,7 @@ def _in_plane_size(cut: np.ndarray, affine: np.ndarray, shape: tuple[int, ...]) 
     from scipy import ndimage
     from scipy.spatial import ConvexHull, QhullError
 
-    spacing = np.sqrt((affine[:3, :3] ** 2).sum(axis=0))
+    spacing = voxel_sizes(affine)
     out = {"fov_mm": round(float(shape[0] * spacing[0]), 1)}
     parts, n = ndimage.label(cut, structure=np.ones((3, 3), bool))
     areas = np.bincount(parts.ravel(), minlength=n + 1)[1:]

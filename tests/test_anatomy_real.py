@@ -124,8 +124,8 @@ def test_targets_within_5_mm_of_the_independent_reference(normalized: dict, name
         assert abs(vox[axis] - t["slice_index"]) * step <= TOLERANCE_MM, (target, t, truth)
         centre = np.asarray(t["centre_mm"])
         assert np.linalg.norm(centre - truth) <= 2 * TOLERANCE_MM, (target, centre, truth)
-        render = next(r for r in normalized[name]["renders"] if r.get("target") == target)
-        assert Path(render["path"]).is_file() and render["plane"] == t["plane"]
+        render = next(r for r in normalized[name]["renders"] if r.target == target)
+        assert Path(render.path).is_file() and render.plane == t["plane"]
 
 
 def test_an_isotropic_1_6_mm_head_gets_a_coronal_hippocampus_render_through_it(normalized: dict) -> None:
@@ -137,8 +137,8 @@ def test_an_isotropic_1_6_mm_head_gets_a_coronal_hippocampus_render_through_it(n
     assert hip["plane"] == "coronal" and "instead_of" not in hip and hip["target_fraction"] > 0, hip
     ref = _reference()[ISOTROPIC[0]]["hippocampus"]
     assert abs(hip["position_mm"] - ref["y"]) <= TOLERANCE_MM, (hip, ref)
-    render = next(r for r in made["renders"] if r.get("target") == "hippocampus")
-    assert render["plane"] == "coronal" and Path(render["path"]).is_file()
+    render = next(r for r in made["renders"] if r.target == "hippocampus")
+    assert render.plane == "coronal" and Path(render.path).is_file()
 
 
 def test_a_thick_slice_series_shows_the_hippocampus_in_its_own_plane(normalized: dict) -> None:
@@ -190,6 +190,6 @@ def test_the_t1w_targets_carried_onto_the_visits_moved_flair(normalized: dict) -
         assert abs(vox[axis] - t["slice_index"]) * float(np.linalg.norm(affine[:3, axis])) <= TOLERANCE_MM, (t, truth)
         assert np.linalg.norm(np.asarray(t["centre_mm"]) - truth) <= 2 * TOLERANCE_MM, (t, truth)
         assert t["located_by"] == "registered_to:stroke_T1"
-    assert {r["target"] for r in res.value.renders} == set(placed)
-    assert all(Path(r["path"]).is_file() for r in res.value.renders)
+    assert {r.target for r in res.value.renders} == set(placed)
+    assert all(Path(r.path).is_file() for r in res.value.renders)
     assert res.value.step.args["kept_own"] == []

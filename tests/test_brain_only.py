@@ -53,9 +53,9 @@ def test_zscored_brain_passes_as_face_free_and_is_rendered(sequence: str, tmp_pa
     assert deface.args["outcome"] == "face_free" and deface.args["series_kind"] == "brain", deface.args
     assert res.value.qc["deface"]["outcome"] == "face_free"
     assert res.value.qc["anatomy"]["fit"] == "ok", res.value.qc["anatomy"]
-    rendered = {r.get("target") for r in res.value.renders}
+    rendered = {r.target for r in res.value.renders}
     assert {"hippocampus", "lateral_ventricles"} <= rendered
-    assert all(Path(r["path"]).is_file() for r in res.value.renders)
+    assert all(Path(r.path).is_file() for r in res.value.renders)
 
 
 @pytest.mark.integration  # the defacing registration

@@ -75,7 +75,7 @@ def test_the_change_step_renders_baseline_and_follow_up_at_the_change(tmp_path: 
     res = change_series(job)
     assert res.ok and res.value.change is not None
     renders = res.value.renders
-    assert [r["role"] for r in renders] == ["change_baseline", "change"]
-    assert len({(r["plane"], r["slice_index"], r["position_mm"]) for r in renders}) == 1
-    assert all((tmp_path / Path(r["path"]).name).is_file() for r in renders)
+    assert [r.role for r in renders] == ["change_baseline", "change"]
+    assert len({(r.plane, r.slice_index, r.position_mm) for r in renders}) == 1
+    assert all((tmp_path / Path(r.path).name).is_file() for r in renders)
     assert res.value.step.name == "lesion_change" and res.value.step.args["found"] == res.value.change.kind

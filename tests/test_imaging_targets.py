@@ -219,7 +219,7 @@ def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = process_series(SeriesTask("nifti", [str(path)], p, str(out), str(out), "FLAIR"))
     assert res.ok, res
-    assert {r["plane"] for r in res.value.renders} == {"sagittal"}, [r["path"] for r in res.value.renders]
+    assert {r.plane for r in res.value.renders} == {"sagittal"}, [r.path for r in res.value.renders]
     assert res.value.qc["planes_refused"] == ["axial", "coronal"]
     assert res.value.qc["source_sampling_mm"][0] == 4.8
     assert [st.name for st in res.value.steps] == ["to_canonical_ras", "fit_anatomy", "resample", "locate_targets",
@@ -246,7 +246,7 @@ def test_no_brain_no_anatomy_renders(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = process_series(SeriesTask("nifti", [str(path)], NormalizeParams(deface=False), str(out), str(out), "T1w"))
     assert res.ok, res
-    assert not [r for r in res.value.renders if r["role"] == "target"]
+    assert not [r for r in res.value.renders if r.role == "target"]
     anatomy = res.value.qc["anatomy"]
     assert anatomy["fit"] == "refused" and "no brain anatomy" in anatomy["fit_reason"]
 
@@ -264,9 +264,9 @@ def test_real_siemens_mprage(tmp_path: Path) -> None:
     res = process_series(SeriesTask("dicom", files, NormalizeParams(deface=False), str(out), str(out), "T1w"))
     assert res.ok, res
     assert res.value.qc["planes_refused"] == []
-    assert {r["plane"] for r in res.value.renders} >= {"axial", "coronal", "sagittal"}
+    assert {r.plane for r in res.value.renders} >= {"axial", "coronal", "sagittal"}
     assert res.value.qc["anatomy"]["fit"] == "refused"
-    assert not [r for r in res.value.renders if r.get("role") == "target"]
+    assert not [r for r in res.value.renders if r.role == "target"]
 
 
 # a periventricular lesion (its edge at the right lateral ventricle's wall), and one in the deep white matter of the

@@ -10,13 +10,16 @@ from the surface missed the expert's change mask by 14 mm; from 15 mm they lay o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from nibabel.affines import voxel_sizes
 from scipy import ndimage
 
 from curation.params import ChangeParams
+
+if TYPE_CHECKING:
+    from curation.schema import Render, Step
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,8 @@ class Changed:
     """The change found (None where there is none), the two renders at its slice and the provenance step."""
 
     change: Change | None
-    renders: list[dict[str, Any]]
-    step: Any  # Step
+    renders: list[Render]
+    step: Step
 
 
 def change_series(job: ChangeTask) -> Any:

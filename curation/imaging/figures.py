@@ -10,6 +10,7 @@ import numpy as np
 
 from curation.records import relpath
 from curation.report import Outcome
+from curation.schema import Render
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class FigureTask:
 class FigureResult:
     """A rendered figure: its render (``schema.Render`` fields) and its QC row."""
 
-    render: dict[str, Any]
+    render: Render
     qc: dict[str, Any]
 
 
@@ -61,7 +62,6 @@ def process_figure(task: FigureTask) -> Outcome[FigureResult]:
     arr = np.asarray(img.convert("L"), dtype=np.float32)
     flags = ["tiny_image"] if min(img.size) < 64 else []
     return Outcome.success(FigureResult(
-        render={"plane": "figure", "slice_index": None, "window": None, "path": relpath(Path(task.final)),
-                "role": "figure"},
+        render=Render(plane="figure", path=relpath(Path(task.final)), role="figure"),
         qc={"width": img.width, "height": img.height, "mean": round(float(arr.mean()), 3), "flags": flags,
             "pass": not flags}))

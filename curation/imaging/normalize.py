@@ -47,7 +47,7 @@ class SeriesResult:
     spacing: tuple[float, ...]
     shape: tuple[int, ...]
     orientation: str
-    renders: list[dict[str, Any]]
+    renders: list[Render]
     qc: dict[str, Any]
     steps: list[Step]
     sidecar: dict[str, Any]
@@ -140,10 +140,10 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
                 fig.missing, fig.path = True, None
                 continue
             shown: FigureResult = res.value
-            fig.renders = [Render(**shown.render)]
+            fig.renders = [shown.render]
             fig.qc = {**{k: v for k, v in fig.qc.items() if k == "pixel_text"}, **shown.qc}  # deidentify's masking
             report.outputs += 1
-            qc_rows.append({"kind": "figure", "id": fig.figure_id, **shown.qc, "thumbnail": shown.render["path"]})
+            qc_rows.append({"kind": "figure", "id": fig.figure_id, **shown.qc, "thumbnail": shown.render.path})
         for case in cases:
             case.provenance.stages["normalize"] = VERSION
         write_jsonl(staging / "cases.jsonl", cases)
@@ -184,7 +184,7 @@ def _take_series(s: Series, made: SeriesResult) -> None:
     """What normalizing a series made, onto its record; the acquisition metadata ingest read is kept."""
     s.nifti, s.spacing, s.shape = made.nifti, made.spacing, made.shape
     s.orientation = made.orientation
-    s.renders = [Render(**r) for r in made.renders]
+    s.renders = list(made.renders)
     s.qc = made.qc
     s.sidecar = {**s.sidecar, **made.sidecar}  # acquisition metadata from ingest (e.g. IDA XML) is kept
     s.provenance.extend(made.steps)
@@ -214,7 +214,7 @@ def _register_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any
             s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "registration_failed"]}
             continue
         reg: Registered = res.value
-        s.renders = [Render(**r) for r in reg.renders]
+        s.renders = list(reg.renders)
         s.spacing, s.shape = reg.spacing, reg.shape
         s.provenance.append(reg.step)
         s.qc = {**reg.qc, "registered_to": job.reference}
@@ -252,7 +252,7 @@ def _carry_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]],
         got: Carried = res.value
         placed, missed = got.targets, got.missed
         carried = {t["target"] for t in placed} | set(missed)
-        new = [Render(**r) for r in got.renders]
+        new = list(got.renders)
         kept = {Path(r.path).name for r in new}
         for r in s.renders:  # the own fit's renders of a carried target go, unless the carried one is the same file
             if r.role == "target" and r.target in carried and Path(r.path).name not in kept:
@@ -299,7 +299,7 @@ def _pair_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], 
             s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "longitudinal_registration_failed"]}
             continue
         paired: Paired = res.value
-        s.renders.extend(Render(**r) for r in paired.renders)
+        s.renders.extend(paired.renders)
         s.provenance.append(paired.step)
         s.qc = {**s.qc, "paired_with": job.reference}
         report.counts["series_paired_to_baseline"] += 1
@@ -344,8 +344,8 @@ def _change_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]]
         # each render on the series it shows (the baseline's slice is the baseline's, though written beside the
         # follow-up's)
         for shown in got.renders:
-            (base if shown["role"] == "change_baseline" else s).renders.append(Render(**shown))
-        baseline_render = next(x["path"] for x in got.renders if x["role"] == "change_baseline")
+            (base if shown.role == "change_baseline" else s).renders.append(shown)
+        baseline_render = next(x.path for x in got.renders if x.role == "change_baseline")
         s.qc = {**s.qc, "change": {"found": c.kind, "reference": job.reference, "reference_visit": job.reference_visit,
                                    "baseline_render": baseline_render,
                                    "centre_mm": c.centre_mm, "slice_index": c.slice_index,

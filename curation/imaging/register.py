@@ -16,7 +16,7 @@ from curation.imaging.steps.qc_metrics import volume_qc
 from curation.io.volumes import save_nifti
 from curation.params import NormalizeParams
 from curation.report import Outcome
-from curation.schema import Step
+from curation.schema import Render, Step
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class PairTask(RegisterTask):
 class Registered:
     """A series registered onto its visit's T1w: its new renders, grid, provenance step and QC."""
 
-    renders: list[dict[str, Any]]
+    renders: list[Render]
     spacing: tuple[float, ...]
     shape: tuple[int, ...]
     step: Step
@@ -59,7 +59,7 @@ class Registered:
 class Paired:
     """A follow-up T1w rendered at the baseline's targets: the paired renders and the provenance step."""
 
-    renders: list[dict[str, Any]]
+    renders: list[Render]
     step: Step
 
 
@@ -68,7 +68,7 @@ class Carried:
     """The visit's T1w targets carried onto another sequence: the new target renders, the targets placed and those
     missed (target -> why), and the provenance step."""
 
-    renders: list[dict[str, Any]]
+    renders: list[Render]
     targets: list[dict[str, Any]]
     missed: dict[str, str]
     step: Step
@@ -134,8 +134,7 @@ def pair_series(job: PairTask) -> Outcome[Paired]:
     renders = render_volume(data, fg, spacing, p, Path(job.out_dir), Path(job.final_dir),
                             targets=job.targets, refused=job.refused, window_override=job.window,
                             role="paired", prefix="paired_")
-    for r in renders:
-        r["located_by"] = f"registered_to:{job.reference}"
+    renders = [r.model_copy(update={"located_by": f"registered_to:{job.reference}"}) for r in renders]
     ras = ras_matrix(tx)  # the same map in RAS mm: baseline point -> follow-up point
     step = step_record("register_to_baseline", reference=job.reference, reference_visit=job.reference_visit,
                        metric="MattesMI", final_metric=round(metric, 4), spacing_mm=PAIR_SPACING,

@@ -16,6 +16,7 @@ from PIL import Image, ImageDraw
 
 from curation.params import NormalizeParams
 from curation.records import relpath, write_bytes
+from curation.schema import Render
 
 PLANE_AXIS = {"sagittal": 0, "coronal": 1, "axial": 2}
 WINDOW_PERCENTILES = (1.0, 99.5)  # a volume's window: these percentiles of its foreground (the render step's record)
@@ -74,7 +75,7 @@ def render_volume(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], 
                   final_dir: Path, *, targets: list[dict[str, Any]] | None = None,
                   refused: dict[str, str] | None = None, window_override: tuple[float, float] | None = None,
                   role: str = "target",
-                  prefix: str = "", only_targets: bool = False) -> list[dict[str, Any]]:
+                  prefix: str = "", only_targets: bool = False) -> list[Render]:
     """The PNG renders of a normalized volume (mid planes, target slices, montages); deterministic byte for byte.
     Planes in ``refused`` (acquisition QC) are not rendered. With ``prefix`` or ``only_targets`` only the targets are
     rendered (the follow-up of a longitudinal pair, at the baseline's slices and window; targets carried from the
@@ -85,7 +86,7 @@ def render_volume(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], 
     else:  # windowing on the normalized volume: fixed percentiles of the foreground
         wlo, whi = (float(v) for v in np.percentile(data[fg] if fg.any() else data, list(WINDOW_PERCENTILES)))
     win = [round(wlo, 6), round(whi, 6)]
-    renders: list[dict[str, Any]] = []
+    renders: list[Render] = []
     if not (prefix or only_targets):
         for plane in p.planes:
             if plane in refused:
@@ -118,16 +119,16 @@ def render_volume(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], 
 
 def _render_slice(data: np.ndarray, plane: str, idx: int, wlo: float, whi: float, spacing: tuple[float, ...],
                   p: NormalizeParams, out_dir: Path, final_dir: Path, meta: dict[str, Any],
-                  name: str) -> dict[str, Any]:
+                  name: str) -> Render:
     axis = PLANE_AXIS[plane]
     sp = [s for i, s in enumerate(spacing) if i != axis][::-1]
     save_png(to_png(window(slice_2d(data, plane, idx), wlo, whi), p.render_size, (sp[0], sp[1])), out_dir / name)
-    return {"plane": plane, "slice_index": idx, "window": [round(wlo, 6), round(whi, 6)],
-            "path": relpath(final_dir / name), **meta}
+    return Render(plane=plane, slice_index=idx, window=(round(wlo, 6), round(whi, 6)), path=relpath(final_dir / name),
+                  **meta)
 
 
 def _render_montage(data: np.ndarray, idxs: list[int], wlo: float, whi: float, spacing: tuple[float, ...],
-                    out_dir: Path, final_dir: Path, name: str, meta: dict[str, Any]) -> dict[str, Any]:
+                    out_dir: Path, final_dir: Path, name: str, meta: dict[str, Any]) -> Render:
     tiles = [to_png(window(slice_2d(data, "axial", i), wlo, whi), 128, (spacing[1], spacing[0])) for i in idxs]
     save_png(montage(tiles, 3, ("R", "L", "A", "P")), out_dir / name)
-    return {"plane": "montage", "slice_index": None, "path": relpath(final_dir / name), **meta}
+    return Render(plane="montage", slice_index=None, path=relpath(final_dir / name), **meta)

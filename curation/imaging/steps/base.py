@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
 from curation.params import NormalizeParams
 from curation.report import Outcome
-from curation.schema import Step
+from curation.schema import Render, Step
+
+if TYPE_CHECKING:
+    from curation.imaging.templatefit import Fit
 
 VERSION = "1"
 
@@ -49,20 +52,27 @@ class SeriesContext:
     src_affine: Any = None  # the acquisition's sampling, before any resampling
     defaced: bool = False
     deface: dict[str, Any] = field(default_factory=dict)  # the deface step's outcome (and why), for the series' QC
-    fit: Any = None  # the anatomy fit (templatefit.Fit), made once and used by defacing and target location
+    fit: Fit | None = None  # the anatomy fit (templatefit.Fit), made once and used by defacing and target location
     fit_failed: str | None = None
-    fg: Any = None  # foreground mask of the volume before intensity normalization
+    fg: np.ndarray | None = None  # foreground mask of the volume before intensity normalization
     spacing: tuple[float, ...] = ()
     sidecar: dict[str, Any] = field(default_factory=dict)
     sampling: tuple[float, ...] = ()
     refused: dict[str, str] = field(default_factory=dict)
     located: dict[str, Any] = field(default_factory=lambda: {"targets": [], "anatomy": {}})
-    renders: list[dict[str, Any]] = field(default_factory=list)
+    renders: list[Render] = field(default_factory=list)
     qc: dict[str, Any] = field(default_factory=dict)
 
     @property
     def params(self) -> NormalizeParams:
         return self.task.params
+
+    @property
+    def foreground(self) -> np.ndarray:
+        """``fg``, for a step that declares it reads it (check_order puts such a step after the one writing it)."""
+        if self.fg is None:
+            raise RuntimeError("ctx.fg read before a step wrote it")
+        return self.fg
 
 
 class Refused(Exception):

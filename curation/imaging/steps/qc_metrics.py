@@ -12,7 +12,7 @@ from curation.schema import Step
 
 @declares(reads=("deface", "fg", "info", "located", "refused", "sampling", "spacing"), writes=("qc",))
 def qc(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
-    ctx.qc = volume_qc(voxel_data(img), ctx.fg, ctx.spacing, ctx.info)
+    ctx.qc = volume_qc(voxel_data(img), ctx.foreground, ctx.spacing, ctx.info)
     ctx.qc.update({"source_sampling_mm": list(ctx.sampling), "planes_refused": sorted(ctx.refused),
                    "planes_refused_reason": ctx.refused, "anatomy": ctx.located["anatomy"],
                    "targets": ctx.located["targets"]})

@@ -7,7 +7,7 @@ from enum import StrEnum
 from importlib import resources
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 SCHEMA_VERSION = "1.1.0"
 
@@ -323,6 +323,51 @@ class Turn(Model):
     text: str
 
 
+class Verdict(Model):
+    """The LLM verifier's verdict on an item (filter's verifier gate)."""
+
+    model: str | None = None
+    passed: bool
+    reason: str | None = None
+
+
+class TemplateValidity(Model):
+    """How the item's template fared against the blind baselines (filter's template-validity gate)."""
+
+    template: str
+    best_blind_baseline: str | None = None
+    best_blind_lift: float | None = None
+    above_threshold: bool = False
+    blocked: bool = False
+    reasons: list[str] = Field(default_factory=list)
+    max_blind_lift: float
+
+
+class Quality(Model):
+    """What the quality gates recorded on an item. Only what a gate set is written: a check that did not run is
+    absent, not null (the release's ``gates`` column and the card count the checks that ran)."""
+
+    gates: Literal["passed"] | None = None
+    checks: list[str] = Field(default_factory=list)
+    template_validity: TemplateValidity | None = None
+    verifier: Verdict | None = None
+    text_only_correct_rate: float | None = None
+    image_not_needed: bool | None = None
+    answered_without_image: list[str] = Field(default_factory=list, description="models that answered it right "
+                                              "without its image (ablation)")
+    difficulty_pass_rates: dict[str, float] = Field(default_factory=dict)
+    difficulty_by: Literal["rule"] | None = None
+
+    @model_serializer(mode="wrap")
+    def _set_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+    def ran(self) -> list[str]:
+        """The model-based checks that ran on the item."""
+        return [k for k in ("verifier", "text_only_correct_rate", "difficulty_pass_rates", "image_not_needed")
+                if k in self.model_fields_set]
+
+
 class Item(Model):
     schema_version: str = SCHEMA_VERSION
     item_id: str
@@ -347,7 +392,7 @@ class Item(Model):
     generator: Generator
     augmentations: list[Augmentation] = Field(default_factory=list)
     difficulty: str | None = None
-    quality: dict[str, Any] = Field(default_factory=dict)
+    quality: Quality = Field(default_factory=Quality)
     review: Review | None = None
     split: str | None = None
     license: str = ""
@@ -455,7 +500,8 @@ class ReleaseRow(Model):
             generator=json.dumps({**item.generator.model_dump(exclude_none=True),
                                   "augmentations": [a.model_dump(exclude={"replaced"}) for a in item.augmentations]},
                                  sort_keys=True),
-            gates=json.dumps({**item.quality, "status": item.status}, sort_keys=True, default=str))
+            gates=json.dumps({**item.quality.model_dump(mode="json"), "status": item.status}, sort_keys=True,
+                             default=str))
 
 
 EXPORTED_MODELS: dict[str, type[BaseModel]] = {

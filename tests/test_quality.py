@@ -135,16 +135,16 @@ def test_model_gates_verifier_text_only_and_difficulty(pipeline, tmp_path):
     assert rej[flagged.item_id]["detail"] == "two options are defensible"
     assert rej[easy.item_id]["reasons"] == ["too_easy:all_filter_models_correct"]
     kept = {i.item_id: i for i in read_jsonl(tmp_path / "out" / "items.jsonl", Item)}
-    assert kept[shortcut.item_id].quality["image_not_needed"] is True
+    assert kept[shortcut.item_id].quality.image_not_needed is True
     assert report.counts["tagged:image_not_needed"] == 1
     # two samples per model at seeds 0 and 1: right then wrong -> pass rate 0.5 -> "medium"
     # the responder knows an item by its text alone, so the item checked is one no other item shares its text with
     # (two ADNI participants get the same hippocampal question and options, with different keys)
     texts = Counter(i.question + "|" + "|".join(i.options) for i in items)
     other = next(i for i in mcq[3:] if i.item_id in kept and texts[i.question + "|" + "|".join(i.options)] == 1)
-    assert kept[other.item_id].quality["difficulty_pass_rates"] == {"filter-1": 0.5, "filter-2": 0.5}
+    assert kept[other.item_id].quality.difficulty_pass_rates == {"filter-1": 0.5, "filter-2": 0.5}
     assert kept[other.item_id].difficulty == "medium"
-    assert kept[other.item_id].quality["verifier"]["passed"] is True
+    assert kept[other.item_id].quality.verifier.passed is True
     assert rejected(tmp_path / "out2")[shortcut.item_id]["reasons"] == ["image_not_needed"]
 
 

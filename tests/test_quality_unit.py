@@ -90,8 +90,8 @@ def test_filter_counts_rejections_by_reason_and_keeps_the_rest_with_splits(tmp_p
     kept = list(read_jsonl(tmp_path / "out" / "items.jsonl", Item))
     assert sorted(i.item_id for i in kept) == sorted(i.item_id for i in fair)
     assert report.inputs == 13 and report.outputs == 10
-    assert all(i.status == "kept" and i.quality["gates"] == "passed" for i in kept)
-    assert all(i.quality["template_validity"]["blocked"] is False for i in kept)
+    assert all(i.status == "kept" and i.quality.gates == "passed" for i in kept)
+    assert all(i.quality.template_validity.blocked is False for i in kept)
     assert Counter(i.split for i in kept) == {"test": 8, "dev": 2}
     assert report.metrics["answer_position_counts"] == {"A": 2, "B": 2, "C": 2, "D": 2, "E": 2}
     # without an endpoint the model gates say so instead of passing silently

@@ -15,7 +15,7 @@ from curation.release import read
 from curation.release.build import run as build
 from curation.release.terms import licence_class, spdx_of
 from curation.release.verify import verify_release
-from curation.schema import Generator
+from curation.schema import Generator, Verdict
 
 from .factories import item, project_params, without_git, write_items
 
@@ -40,7 +40,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                  item(3, source="adni", template="ad", attribution="Data used ... ADNI database (adni.loni.usc.edu).")]
         items[0].origin = "https://radiopaedia.org/cases/123"
         items[2].origin = "MedPix MPX1001"
-        items[0].quality["verifier"] = {"model": "judge", "passed": True, "reason": "fine"}
+        items[0].quality.verifier = Verdict(model="judge", passed=True, reason="fine")
         # two articles under CC BY-NC-ND: one whose figure de-identification masked (a derivative), one untouched
         nd = dict(source="case-reports", template="nd", license="CC BY-NC-ND 4.0", attribution="B. Author. J. doi:1/y")
         items += [item(4, pixels_altered=True, **nd), item(5, **nd)]

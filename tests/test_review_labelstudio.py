@@ -110,7 +110,7 @@ def plain_items(pipeline: Path, n: int = 1) -> list[Item]:
             axial = next((r for r in s.renders if r.plane == "axial" and r.slice_index is not None), None)
             if s.nifti and axial:
                 update = {"item_id": it.item_id + "-plain", "evidence": [], "images": [axial.path],
-                          "quality": {"axial_slice": axial.slice_index}}
+                          "facts": {**it.facts, "axial_slice": axial.slice_index}}
                 out.append(it.model_copy(update=update))
                 break
         if len(out) == n:
@@ -368,7 +368,7 @@ def test_pushed_task_holds_the_stack_and_a_changed_item_updates_it(pipeline, syn
         assert (pipeline / path).is_file()
     # an item without evidence: its series' stack opens at the slice of its own axial render
     plain_data = client.tasks.get(id=ids[plain.item_id]).data
-    assert plain_data["stack_pages"][0][1] == plain.quality["axial_slice"]
+    assert plain_data["stack_pages"][0][1] == plain.facts["axial_slice"]
     # the curators move the claimed evidence: the same task, a new stack
     moved = syn.model_copy(update={"evidence": [syn.evidence[0].model_copy(update={"slice_index": 13})]})
     assert lsr.push(p, [moved, plain]) == {"updated": 1, "unchanged": 1, "project_id": first["project_id"]}

@@ -125,7 +125,7 @@ def test_planted_shortcuts_are_blocked_with_their_reason_and_a_fair_template_pas
     assert "longest_option 100.0% vs chance 20.0%" in rej["itm-longest_key-00"]["detail"]
     kept = list(read_jsonl(tmp_path / "out" / "items.jsonl", Item))
     assert {i.template_id for i in kept} == {"fair"} and len(kept) == 10
-    assert kept[0].quality["template_validity"]["blocked"] is False
+    assert kept[0].quality.template_validity.blocked is False
     # cue metrics and effective items (distinct case and answer)
     assert t["longest_key"]["cue"]["key_is_longest_rate"] == 1.0 and t["fair"]["cue"]["key_is_longest_rate"] == 0.0
     assert t["fair"]["cue"]["answer_letters"] == {"A": 2, "B": 2, "C": 2, "D": 2, "E": 2}
@@ -146,7 +146,7 @@ def test_threshold_is_a_parameter_and_report_only_mode_keeps_items(tmp_path):
     assert loose.metrics["validity"]["templates_blocked"] == []
     filter_run(fparams(validity=ValidityParams(block=False)), write(items, tmp_path / "in"), tmp_path / "b")
     kept = list(read_jsonl(tmp_path / "b" / "items.jsonl", Item))
-    marked = {i.template_id for i in kept if i.quality["template_validity"]["above_threshold"]}
+    marked = {i.template_id for i in kept if i.quality.template_validity.above_threshold}
     assert marked == {"longest_key", "constant_answer"}  # context_states items also leak the answer itself
 
 
@@ -406,4 +406,4 @@ def test_no_template_keys_one_answer_on_more_than_the_share_and_every_kept_item_
     assert keys.count("grade 1") / len(keys) <= 0.6 and {"grade 2", "grade 3"} <= set(keys)
     assert {r["reasons"][0] for r in rejected(tmp_path / "out").values()} == {"rebalanced_out:answer_share"}
     assert len(kept) + len(rejected(tmp_path / "out")) == 10
-    assert all(i.difficulty in ("easy", "medium", "hard") and i.quality["difficulty_by"] == "rule" for i in kept)
+    assert all(i.difficulty in ("easy", "medium", "hard") and i.quality.difficulty_by == "rule" for i in kept)

@@ -118,7 +118,7 @@ def model_baselines(items: list[Item], params: ValidityParams, llm: LlmParams, p
         for iid, rate in no_img.items():
             if rate > 0.5:
                 q = by_id[iid].quality
-                q["answered_without_image"] = sorted({*q.get("answered_without_image", []), spec.name})
+                q.answered_without_image = sorted({*q.answered_without_image, spec.name})
                 report.counts[f"tagged:answered_without_image:{spec.name}"] += 1
         templates: dict[str, dict[str, Any]] = defaultdict(dict)
         for cond_name, rates in per_cond.items():

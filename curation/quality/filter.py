@@ -16,7 +16,7 @@ from curation.quality import item_gates
 from curation.quality.gates import Rejection
 from curation.records import staged_dir
 from curation.report import Report
-from curation.schema import Item
+from curation.schema import Item, TemplateValidity
 from curation.text import plain
 
 
@@ -160,16 +160,17 @@ def _measure(items: list[Item], params: FilterParams, llm: LlmParams, report: Re
 def _mark_kept(item: Item, key: str, t: dict[str, Any], params: FilterParams) -> None:
     """An item that passed every gate: the checks it passed and its template's validity in its quality record, a
     difficulty by rule where no model rated it, status kept."""
-    optional = ("verifier", "text_only_correct_rate", "difficulty_pass_rates")
-    checks = ["validity", "leakage", "near_duplicate", "template_validity",
-              *sorted(k for k in optional if k in item.quality)]
-    item.quality = {**item.quality, "gates": "passed", "checks": checks, "template_validity": {
-        "template": key, "best_blind_baseline": t["best_blind_baseline"],
-        "best_blind_lift": t["best_blind_lift"], "above_threshold": t["above_threshold"],
-        "blocked": t["blocked"], "reasons": t["reasons"], "max_blind_lift": params.validity.max_blind_lift}}
+    q = item.quality
+    q.gates = "passed"
+    q.checks = ["validity", "leakage", "near_duplicate", "template_validity",
+                *sorted(k for k in q.ran() if k != "image_not_needed")]
+    q.template_validity = TemplateValidity(
+        template=key, best_blind_baseline=t["best_blind_baseline"], best_blind_lift=t["best_blind_lift"],
+        above_threshold=t["above_threshold"], blocked=t["blocked"], reasons=t["reasons"],
+        max_blind_lift=params.validity.max_blind_lift)
     if item.difficulty is None:  # no difficulty model rated it: the computed rule (generate.tags)
         item.difficulty = tags.difficulty(item)
-        item.quality["difficulty_by"] = "rule"
+        q.difficulty_by = "rule"
     item.status = "kept"
 
 

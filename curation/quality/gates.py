@@ -13,7 +13,7 @@ from curation.errors import InputError
 from curation.params import FilterParams, LlmParams
 from curation.pseudonyms import keyed_hash
 from curation.report import Report
-from curation.schema import Item, ItemFormat
+from curation.schema import Item, ItemFormat, Verdict
 from curation.text import LETTERS, plain
 
 REVIEW_RANK = {"accept": 3, "accept_with_edits": 2}
@@ -168,7 +168,7 @@ def _verify(client: Any, items: list[Item], params: FilterParams, report: Report
             report.counts[f"verifier_failed:{out.code}"] += 1
             continue
         failed = out.value.failed()
-        i.quality["verifier"] = {"model": out.origin.requested_model, "passed": not failed, "reason": out.value.reason}
+        i.quality.verifier = Verdict(model=out.origin.requested_model, passed=not failed, reason=out.value.reason)
         if failed:
             drop[i.item_id] = Rejection("verifier", failed[0], out.value.reason or "")
     report.metrics["verifier_calls"] = client.usage.as_metrics()
@@ -186,9 +186,9 @@ def _text_only(client: Any, items: list[Item], params: FilterParams, report: Rep
         rate = rates.get(i.item_id)
         if rate is None:
             continue
-        i.quality["text_only_correct_rate"] = rate
+        i.quality.text_only_correct_rate = rate
         if rate >= 1.0:
-            i.quality["image_not_needed"] = True
+            i.quality.image_not_needed = True
             report.counts["tagged:image_not_needed"] += 1
             if params.drop_image_not_needed:
                 drop[i.item_id] = Rejection("image_not_needed", detail="answered correctly without the image")
@@ -212,7 +212,7 @@ def _difficulty(items: list[Item], params: FilterParams, llm: LlmParams, report:
         if not rates:
             continue
         mean = sum(rates.values()) / len(rates)
-        i.quality["difficulty_pass_rates"] = rates
+        i.quality.difficulty_pass_rates = rates
         i.difficulty = "easy" if mean >= 0.8 else ("medium" if mean >= 0.4 else "hard")
         report.counts[f"difficulty:{i.difficulty}"] += 1
         all_correct = len(rates) == len(per_model) and all(r >= 1.0 for r in rates.values())

@@ -19,7 +19,7 @@ def difficulty_by_model(items: list[Item]) -> dict[str, Any]:
     """Model-assisted difficulty as each filter model alone would rate it, so the bias toward them is visible."""
     rates: dict[str, list[float]] = defaultdict(list)
     for i in items:
-        for m, r in (i.quality.get("difficulty_pass_rates") or {}).items():
+        for m, r in i.quality.difficulty_pass_rates.items():
             rates[m].append(r)
     out = {}
     for m, rs in sorted(rates.items()):

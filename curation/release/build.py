@@ -242,8 +242,7 @@ def _counts(rows: list[ReleaseRow]) -> dict[str, dict[str, int]]:
 
 def _checks(items: list[Item]) -> dict[str, int]:
     """How many items each model-based quality check ran on (the card says which ran)."""
-    return dict(Counter(c for i in items for c in i.quality if c in ("verifier", "text_only_correct_rate",
-                                                                      "difficulty_pass_rates", "image_not_needed")))
+    return dict(Counter(c for i in items for c in i.quality.ran()))
 
 
 def _agreement(items: list[Item]) -> dict[str, Any]:

@@ -105,9 +105,9 @@ def template_validity(items: list[Any], report: dict[str, Any] | None,
     for i in items:
         by_t.setdefault(template_key(i), []).append(i)
     for t, its in sorted(by_t.items()):
-        stamp = next((i.quality.get("template_validity") for i in its if i.quality.get("template_validity")), None)
+        stamp = next((i.quality.template_validity for i in its if i.quality.template_validity), None)
         entry = measured.get(t) or {}
-        above = bool((stamp or {}).get("above_threshold") or entry.get("above_threshold"))
+        above = bool((stamp and stamp.above_threshold) or entry.get("above_threshold"))
         if stamp is None and not entry:
             out["unmeasured_items"] += len(its)
         if above:
@@ -120,7 +120,7 @@ def template_validity(items: list[Any], report: dict[str, Any] | None,
             "visual_dims": dict(sorted(Counter(d.value for i in its for d in i.visual_dims).items())),
             "reasoning_dims": dict(sorted(Counter(d.value for i in its for d in i.reasoning_dims).items())),
             "above_threshold": above, "measured": entry or None,
-            "reasons": entry.get("reasons") or (stamp or {}).get("reasons") or [],
+            "reasons": entry.get("reasons") or (stamp.reasons if stamp else []),
         }
     for t, entry in sorted(measured.items()):
         if entry.get("blocked"):

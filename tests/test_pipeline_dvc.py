@@ -22,10 +22,33 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Completed
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200, check=False)
 
 
+# The project's ADNI participants: these tests are about `dvc repro` (its stages' wiring, what reruns, quarantine and
+# a killed run), not about the demo's breadth, which the session's library pipeline (conftest.pipeline) runs whole.
+# Two of the six: the one with a lesion and the one the bad-inputs test corrupts; every other source is whole.
+PROJECT_ADNI = ("027_S_0074", "126_S_0605")
+
+
+def _copy_demo(demo: Path, raw: Path) -> None:
+    """The demo corpus with the ADNI download cut to PROJECT_ADNI: their image folders, IDA metadata and ADNIMERGE
+    rows, as a download of those participants would hold."""
+    def others(folder: str, names: list[str]) -> set[str]:
+        if Path(folder) == demo / "adni" / "ADNI":
+            return {n for n in names if n not in PROJECT_ADNI and n != "README.txt"}
+        if Path(folder) == demo / "adni":
+            return {n for n in names if n.startswith("ADNI_") and n[5:15] not in PROJECT_ADNI}
+        return set()
+
+    shutil.copytree(demo, raw, ignore=others)
+    merge = raw / "adni" / "ADNIMERGE.csv"
+    lines = merge.read_text(encoding="utf-8").splitlines(keepends=True)
+    merge.write_text("".join([lines[0], *(line for line in lines[1:] if line.split(",")[1] in PROJECT_ADNI)]),
+                     encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory, demo_raw: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    """The demo (the session's ``curate demo-data`` output) through `dvc repro` in a temp git repo; removed after the
-    module (it and its DVC cache are the suite's largest folder)."""
+    """The demo (the session's ``curate demo-data`` output, ADNI cut to PROJECT_ADNI) through `dvc repro` in a temp git
+    repo; removed after the module (it and its DVC cache are the suite's largest folder)."""
     proj = tmp_path_factory.mktemp("project")
     for name in PROJECT_FILES:
         src = ROOT / name
@@ -43,7 +66,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, demo_raw: Path) -> Iterato
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "init"]):
         r = _run(cmd, proj, env)
         assert r.returncode == 0, r.stderr
-    shutil.copytree(demo_raw, proj / "data" / "raw")
+    _copy_demo(demo_raw, proj / "data" / "raw")
     r = _run(["dvc", "repro"], proj, env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     yield proj, env
@@ -57,7 +80,7 @@ def test_release_is_built_and_verified(project: tuple[Path, dict[str, str]]) -> 
     assert list((release / "images").glob("*.png"))
     r = _run(["curate", "release", "verify"], proj, env)
     assert r.returncode == 0 and "verified" in r.stdout, r.stderr
-    # headers and records; the pixels' OCR (3 s an image, 255 renders here) is tests/test_deid_pixels.py's
+    # headers and records; the pixels' OCR (3 s an image) is tests/test_deid_pixels.py's
     r = _run(["curate", "deid", "verify", "--no-pixels", "data/releases/neuro-bench-0.1.0"], proj, env)
     assert r.returncode == 0, r.stdout
     for stage in ("deidentify", "normalize", "extract", "generate", "filter", "review", "release"):
@@ -142,7 +165,6 @@ def test_bad_inputs_dropped_into_raw_are_quarantined(project: tuple[Path, dict[s
 
     import pydicom
 
-    from curation.demo.adni import ADNI_SUBJECTS
     from curation.jsonio import read_jsonl
 
     proj, env = project
@@ -182,4 +204,4 @@ def test_bad_inputs_dropped_into_raw_are_quarantined(project: tuple[Path, dict[s
     dirty = {c["case_id"] for c in read_jsonl(proj / "data/interim/extract/cases.jsonl")}
     assert dirty <= clean and len(clean - dirty) <= 1
     adni = [c for c in read_jsonl(proj / "data/interim/extract/cases.jsonl") if c["source"] == "adni"]
-    assert len(adni) == len(ADNI_SUBJECTS) and all(v["series"] for c in adni for v in c["visits"])
+    assert len(adni) == len(PROJECT_ADNI) and all(v["series"] for c in adni for v in c["visits"])

@@ -14,6 +14,7 @@ from curation.jsonio import read_jsonl, write_json, write_jsonl
 from curation.params import FilterParams, LlmParams
 from curation.quality import item_gates
 from curation.quality.gates import Rejection
+from curation.quality.item_gates import Reason
 from curation.records import staged_dir
 from curation.report import Report
 from curation.schema import Item, TemplateValidity
@@ -52,14 +53,14 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
     llm = llm or LlmParams()
     rejected: list[dict[str, object]] = []
 
-    def reject(item: Item, reasons: Sequence[str | Rejection], detail: object = None) -> None:
-        """Record an item's rejection: each reason a gate's code (or a model gate's Rejection, with its detail)."""
+    def reject(item: Item, reasons: Sequence[Reason | Rejection], detail: object = None) -> None:
+        """Record an item's rejection: each reason a gate's (or a model gate's Rejection, with its detail)."""
         for r in reasons:
-            report.counts[f"rejected:{r.code if isinstance(r, Rejection) else r}"] += 1
+            report.counts[f"rejected:{r.code}"] += 1
             if isinstance(r, Rejection) and r.detail:
                 detail = r.detail
         rejected.append({"item_id": item.item_id, "template_id": item.template_id,
-                         "reasons": [r.label if isinstance(r, Rejection) else r for r in reasons],
+                         "reasons": [r.label if isinstance(r, Rejection) else r.code for r in reasons],
                          **({"detail": detail} if detail else {})})
 
     items = list(read_jsonl(src / "items.jsonl", Item))
@@ -75,11 +76,11 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
     kept: list[Item] = []
     for item in valid:
         if item.item_id in dups:
-            reject(item, [dups[item.item_id]])
+            reject(item, [Reason(dups[item.item_id], "near_duplicates")])
         elif item.item_id in gated:
             reject(item, [gated[item.item_id]])
         elif item.item_id in capped:
-            reject(item, ["rebalanced_out"])
+            reject(item, [Reason("rebalanced_out", "rebalance")])
         else:
             _mark_kept(item, template_key(item), m.templates[template_key(item)], params)
             kept.append(item)
@@ -110,7 +111,7 @@ class _Measured:
     """What the per-item gates and the template measures found: each item's reasons (empty: it goes on to the set
     gates), their details, the items the templates were measured on, and the per-template and model records."""
 
-    reasons: dict[str, list[str]]
+    reasons: dict[str, list[Reason]]
     details: dict[str, object]
     measured: list[Item]
     templates: dict[str, Any]
@@ -130,21 +131,21 @@ def _measure(items: list[Item], params: FilterParams, llm: LlmParams, report: Re
 
     synonyms = load_synonyms(params.lexicon)
     rules = load_rules(params.leak_rules)
-    # per-item reasons that leave an item well-formed: it is still measured with its template (cues, leaks)
-    well_formed = item_gates.measured_prefixes()
-    reasons: dict[str, list[str]] = {}
+    reasons: dict[str, list[Reason]] = {}
     details: dict[str, object] = {}
     for item in items:
-        reasons[item.item_id] = check(item, synonyms) + mapping_leaks(item, rules)
-    # validity is a property of the template: measured on all its well-formed items, leaking ones included
-    measured = [i for i in items if all(r.startswith(well_formed) for r in reasons[i.item_id])]
+        reasons[item.item_id] = item_gates.reasons(item, synonyms) + [
+            Reason(code, "leak_rules", well_formed=True, leak=True) for code in mapping_leaks(item, rules)]
+    # validity is a property of the template: measured on all its well-formed items, leaking ones included (a
+    # reason that leaves an item well-formed is a cue or a leak)
+    measured = [i for i in items if all(r.well_formed for r in reasons[i.item_id])]
     # keys balanced first: what is measured (and released) keys no answer on more than max_answer_share
     for iid in answer_share_cap(measured, params):
-        reasons[iid].append("rebalanced_out:answer_share")
-    measured = [i for i in measured if all(r.startswith(well_formed) for r in reasons[i.item_id])]
+        reasons[iid].append(Reason("rebalanced_out:answer_share", "answer_share"))
+    measured = [i for i in measured if all(r.well_formed for r in reasons[i.item_id])]
     if params.validity.sibling_leaks:
         for iid, (reason, sibling) in sibling_leaks(measured, synonyms).items():
-            reasons[iid].append(reason)
+            reasons[iid].append(Reason(reason, "sibling_leaks", leak=True))
             details[iid] = {"sibling": sibling}
     templates = measure_blind(measured, params.validity, synonyms)
     models = model_baselines(measured, params.validity, llm, params.prompts_dir, params.seed, report)
@@ -152,7 +153,7 @@ def _measure(items: list[Item], params: FilterParams, llm: LlmParams, report: Re
     for i in items:
         t = templates.get(template_key(i))
         if t and t["blocked"]:
-            reasons[i.item_id].extend(t["reasons"])
+            reasons[i.item_id].extend(Reason(r, "template_validity") for r in t["reasons"])
             details.setdefault(i.item_id, t["detail"])
     return _Measured(reasons, details, measured, templates, models)
 
@@ -203,6 +204,5 @@ def _validity_record(params: FilterParams, m: _Measured, kept: list[Item], valid
         # every rated item, the ones dropped as too easy included, so the bias toward the filter models shows
         "difficulty_by_model": difficulty_by_model(valid) if params.difficulty_models else
         "skipped: no difficulty_models in filter params",
-        "leaks": dict(sorted(Counter(r for rs in m.reasons.values() for r in rs
-                                     if r.startswith(("answer_leak", "sibling"))).items())),
+        "leaks": dict(sorted(Counter(r.code for rs in m.reasons.values() for r in rs if r.leak).items())),
     }

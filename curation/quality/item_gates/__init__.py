@@ -1,8 +1,9 @@
 """Per-item gates: what makes one item unusable on its own (empty text, a malformed choice, a missing image, the
 answer written in the question). Each module of this package is one gate, registered by being here: it defines
-``GATE``, an ``ItemGate`` whose ``check`` gives the item's reasons (empty when it passes). ``filter`` walks them all
-in ``order``; a reason that starts with one of a gate's ``measured`` prefixes leaves the item well-formed, so it is
-still measured with its template (a leak or a cue says something about the template, not only the item).
+``GATE``, an ``ItemGate`` whose ``check`` gives the item's reason codes (empty when it passes). ``filter`` walks them
+all in ``order`` and reads each code as a :class:`Reason`; a code among the gate's ``measured`` leaves the item
+well-formed, so it is still measured with its template (a leak or a cue says something about the template, not only
+the item).
 
 Adding a gate is adding a module (the smallest: ``text.py``)."""
 
@@ -21,8 +22,24 @@ from curation.schema import Item
 class ItemGate:
     name: str
     order: int  # gates run, and their reasons are listed, in this order
-    check: Callable[[Item, list[set[str]]], list[str]]  # (item, synonym groups of the lexicon) -> reasons
-    measured: tuple[str, ...] = ()
+    check: Callable[[Item, list[set[str]]], list[str]]  # (item, synonym groups of the lexicon) -> reason codes
+    measured: frozenset[str] = frozenset()  # the codes that leave the item well-formed
+    leak: bool = False  # its reasons are leaks of the answer
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why the filter drops an item: its code (as counted in the report and listed in rejected.jsonl), what raised
+    it, whether the item stays well-formed (still measured with its template) and whether it is a leak of the
+    answer (validity.json counts those)."""
+
+    code: str
+    by: str
+    well_formed: bool = False
+    leak: bool = False
+
+    def __str__(self) -> str:
+        return self.code
 
 
 @lru_cache(maxsize=1)
@@ -37,11 +54,12 @@ def gates() -> tuple[ItemGate, ...]:
     return tuple(sorted(found, key=lambda g: (g.order, g.name)))
 
 
+def reasons(item: Item, synonyms: list[set[str]] | None = None) -> list[Reason]:
+    """Why an item fails the gates; empty when it passes every gate."""
+    return [Reason(code, gate.name, well_formed=code in gate.measured, leak=gate.leak)
+            for gate in gates() for code in gate.check(item, synonyms or [])]
+
+
 def check(item: Item, synonyms: list[set[str]] | None = None) -> list[str]:
-    """Reasons an item is unusable; empty when it passes every gate."""
-    return [r for gate in gates() for r in gate.check(item, synonyms or [])]
-
-
-def measured_prefixes() -> tuple[str, ...]:
-    """Reason prefixes that leave an item well-formed: it is still measured with its template."""
-    return tuple(p for gate in gates() for p in gate.measured)
+    """The codes of :func:`reasons`."""
+    return [r.code for r in reasons(item, synonyms)]

@@ -25,4 +25,5 @@ def check(item: Item, synonyms: list[set[str]]) -> list[str]:
     return []
 
 
-GATE = ItemGate("answer_leak", 40, check, measured=("answer_leak",))
+GATE = ItemGate("answer_leak", 40, check, measured=frozenset({"answer_leak", "answer_leak_synonym"}),
+                leak=True)

@@ -66,4 +66,6 @@ def check(item: Item, synonyms: list[set[str]]) -> list[str]:
     return reasons
 
 
-GATE = ItemGate("options", 20, check, measured=("mcq_answer_by_",))
+# an answer told by its length, grammar or echo is a cue: the item is well-formed, and its template is measured with it
+GATE = ItemGate("options", 20, check,
+                measured=frozenset({"mcq_answer_by_length", "mcq_answer_by_grammar", "mcq_answer_by_echo"}))

@@ -17,7 +17,7 @@ ADNI_SUBJECTS = [
     ("033_S_0511", 511, "F", date(1941, 9, 2), "LMCI", [("MCI", 26, 1.5), ("Dementia", 22, 4.0)], None),
     ("126_S_0605", 605, "F", date(1932, 1, 23), "AD", [("Dementia", 21, 5.0), ("Dementia", 17, 7.5)],
      Lesion((0.36, 0.52, 0.58), 4.8)),
-    # more participants, so the grading and change templates have items enough for their gates (issue 29), and
+    # more participants, so the grading and change templates have items enough for their gates, and
     # neither age nor score orders the image's grade: the oldest is a normal woman with atrophic hippocampi
     # (preclinical disease), the impaired man beside her has none (impairment of another cause), and the
     # man with Alzheimer's dementia is among the youngest

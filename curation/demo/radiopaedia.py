@@ -152,7 +152,7 @@ RADIOPAEDIA: list[dict[str, Any]] = [
         "pathology": Pathology(more=(Lesion.at_mm(46, -40, 36, 1.8), Lesion.at_mm(30, -66, 37, 1.8),
                                      Lesion.at_mm(50, -28, 35, 1.5))),
     },
-    # presentations that point away from the answer (issue 29): a stroke-like onset that the image shows to be a
+    # presentations that point away from the answer: a stroke-like onset that the image shows to be a
     # haemorrhage, a lobar haemorrhage of amyloid angiopathy, a tumour; the history alone picks the wrong option
     {
         "slug": "thalamic-haemorrhage-demo-13", "title": "Hypertensive intracerebral haemorrhage",

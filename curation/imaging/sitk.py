@@ -116,7 +116,7 @@ RIGID_SAMPLING = 0.5  # series to series (same head): 6 parameters, a denser sam
 # for at most 30 steps: on real heads it stops before that (17-41 steps in all), on heads unlike the template (the
 # demo's, with no real face) it wandered for 100-120 steps at 60% of the whole cost and no better result (the brain
 # voxels removed on the six real heads were the same or fewer with the cap). The similarity stage is capped at 60
-# steps a level (#33): on the three real heads with a face it halved the steps, and the removed region agreed with
+# steps a level: on the three real heads with a face it halved the steps, and the removed region agreed with
 # the uncapped one to Dice 0.996-0.999; on a demo head it wandered for 641 steps, 3.3 s, and now stops at 310, 1.8 s.
 AFFINE_STAGES: tuple[tuple[bool, tuple[int, ...], tuple[float, ...], int], ...] = (
     (False, (4, 2, 1), (2.0, 1.0, 0.0), 60),

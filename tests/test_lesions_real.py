@@ -73,8 +73,8 @@ def test_lesion_slice_cuts_the_expert_mask(name: str, tmp_path: Path) -> None:
     assert area.max() > 0
     cut = float(area[lesion["slice_index"]]) / float(area.max())
     assert cut >= MIN_CUT, (name, lesion, cut, int(np.argmax(area)))
-    render = next(r for r in made["renders"] if r.get("target") == "lesion")
-    assert Path(render["path"]).is_file()
+    render = next(r for r in made["renders"] if r.target == "lesion")
+    assert Path(render.path).is_file()
 
 
 @pytest.mark.parametrize(("name", "sequence"), [("chris_PD", "PD"), ("register_t2w", "T2w")])
@@ -90,4 +90,4 @@ def test_the_stroke_patients_infarct_is_found_on_flair(tmp_path: Path) -> None:
     assert lesion["largest_centre_mm"][0] < 0, lesion  # a left-hemisphere infarct (RAS: x < 0)
     assert lesion["largest_mm3"] >= 500
     assert 0 <= lesion["slice_index"] < nib.load(made["volume"]).shape[2]
-    assert Path(next(r for r in made["renders"] if r.get("target") == "lesion")["path"]).is_file()
+    assert Path(next(r for r in made["renders"] if r.target == "lesion").path).is_file()

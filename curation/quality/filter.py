@@ -76,11 +76,11 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
     kept: list[Item] = []
     for item in valid:
         if item.item_id in dups:
-            reject(item, [Reason(dups[item.item_id], "near_duplicates")])
+            reject(item, [Reason(dups[item.item_id])])
         elif item.item_id in gated:
             reject(item, [gated[item.item_id]])
         elif item.item_id in capped:
-            reject(item, [Reason("rebalanced_out", "rebalance")])
+            reject(item, [Reason("rebalanced_out")])
         else:
             _mark_kept(item, template_key(item), m.templates[template_key(item)], params)
             kept.append(item)
@@ -135,17 +135,17 @@ def _measure(items: list[Item], params: FilterParams, llm: LlmParams, report: Re
     details: dict[str, object] = {}
     for item in items:
         reasons[item.item_id] = item_gates.reasons(item, synonyms) + [
-            Reason(code, "leak_rules", well_formed=True, leak=True) for code in mapping_leaks(item, rules)]
+            Reason(code, well_formed=True, leak=True) for code in mapping_leaks(item, rules)]
     # validity is a property of the template: measured on all its well-formed items, leaking ones included (a
     # reason that leaves an item well-formed is a cue or a leak)
     measured = [i for i in items if all(r.well_formed for r in reasons[i.item_id])]
     # keys balanced first: what is measured (and released) keys no answer on more than max_answer_share
     for iid in answer_share_cap(measured, params):
-        reasons[iid].append(Reason("rebalanced_out:answer_share", "answer_share"))
+        reasons[iid].append(Reason("rebalanced_out:answer_share"))
     measured = [i for i in measured if all(r.well_formed for r in reasons[i.item_id])]
     if params.validity.sibling_leaks:
         for iid, (reason, sibling) in sibling_leaks(measured, synonyms).items():
-            reasons[iid].append(Reason(reason, "sibling_leaks", leak=True))
+            reasons[iid].append(Reason(reason, leak=True))
             details[iid] = {"sibling": sibling}
     templates = measure_blind(measured, params.validity, synonyms)
     models = model_baselines(measured, params.validity, llm, params.prompts_dir, params.seed, report)
@@ -153,7 +153,7 @@ def _measure(items: list[Item], params: FilterParams, llm: LlmParams, report: Re
     for i in items:
         t = templates.get(template_key(i))
         if t and t["blocked"]:
-            reasons[i.item_id].extend(Reason(r, "template_validity") for r in t["reasons"])
+            reasons[i.item_id].extend(Reason(r) for r in t["reasons"])
             details.setdefault(i.item_id, t["detail"])
     return _Measured(reasons, details, measured, templates, models)
 

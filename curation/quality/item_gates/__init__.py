@@ -29,17 +29,13 @@ class ItemGate:
 
 @dataclass(frozen=True)
 class Reason:
-    """Why the filter drops an item: its code (as counted in the report and listed in rejected.jsonl), what raised
-    it, whether the item stays well-formed (still measured with its template) and whether it is a leak of the
-    answer (validity.json counts those)."""
+    """Why the filter drops an item: its code (as counted in the report and listed in rejected.jsonl), whether the
+    item stays well-formed (still measured with its template) and whether it is a leak of the answer (validity.json
+    counts those)."""
 
     code: str
-    by: str
     well_formed: bool = False
     leak: bool = False
-
-    def __str__(self) -> str:
-        return self.code
 
 
 @lru_cache(maxsize=1)
@@ -56,7 +52,7 @@ def gates() -> tuple[ItemGate, ...]:
 
 def reasons(item: Item, synonyms: list[set[str]] | None = None) -> list[Reason]:
     """Why an item fails the gates; empty when it passes every gate."""
-    return [Reason(code, gate.name, well_formed=code in gate.measured, leak=gate.leak)
+    return [Reason(code, well_formed=code in gate.measured, leak=gate.leak)
             for gate in gates() for code in gate.check(item, synonyms or [])]
 
 

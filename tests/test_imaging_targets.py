@@ -4,7 +4,9 @@ planes they can show, and a volume without brain anatomy gets no anatomy renders
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import nibabel as nib
@@ -14,6 +16,7 @@ import pytest
 from curation.demo import phantom
 from curation.imaging import anatomy, lesions
 from curation.imaging.targets import PLANE_NORMAL, carry_targets, refused_planes, sampling_mm
+from curation.imaging.templatefit import Fit, fit_template
 from curation.params import NormalizeParams
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -39,6 +42,13 @@ def _in_plane(points_mm: np.ndarray, axis: int, position_mm: float) -> int:
     return int((np.abs(points_mm[:, axis] - position_mm) <= HALF_VOXEL).sum())
 
 
+@functools.cache
+def _ground_truth(atrophy: float, lesion: phantom.Lesion | None, pose: phantom.Pose,
+                  subject: phantom.Subject) -> dict[str, object]:
+    """The phantom's truth for one way of drawing a head, computed once for both checks below (seconds each)."""
+    return phantom.ground_truth(atrophy=atrophy, lesion=lesion, pose=pose, subject=subject)
+
+
 def _truth_by_series(cases: list) -> dict[tuple[str, str], dict]:
     """(case_id, series_id) -> how the demo drew that volume (matched by pseudonymous case id, visit, sequence)."""
     from curation.demo.corpus import series_truth
@@ -62,14 +72,9 @@ def check_demo_targets(cases: list) -> dict[str, Counter]:
     assert len(truth) >= 20, len(truth)
     series = {(c.case_id, s.series_id): s for c in cases for s in c.all_series()}
     renders, hits, missing, false_lesions = Counter(), Counter(), Counter(), []
-    cache: dict[tuple, dict] = {}
     for sid, spec in truth.items():
         s = series[sid]
-        key = (spec["atrophy"], spec["lesion"], spec["pose"], spec["subject_anatomy"])
-        if key not in cache:
-            cache[key] = phantom.ground_truth(atrophy=spec["atrophy"], lesion=spec["lesion"], pose=spec["pose"],
-                                   subject=spec["subject_anatomy"])
-        gt = cache[key]
+        gt = _ground_truth(spec["atrophy"], spec["lesion"], spec["pose"], spec["subject_anatomy"])
         src = _source_affine(spec)
         affine = nib.load(s.nifti).affine
         targets = {r.target for r in s.renders if r.role == "target"}
@@ -109,8 +114,7 @@ def check_demo_pairs(cases: list) -> int:
         step = next(st for st in s.provenance if st.name == "register_to_baseline")
         base = series[(cid, step.args["reference"])]
         spec = truth[(cid, sid)]
-        gt = phantom.ground_truth(atrophy=spec["atrophy"], lesion=spec["lesion"], pose=spec["pose"],
-                                   subject=spec["subject_anatomy"])
+        gt = _ground_truth(spec["atrophy"], spec["lesion"], spec["pose"], spec["subject_anatomy"])
         to_base = np.linalg.inv(np.asarray(step.args["baseline_to_followup_ras"]))
         for r in paired:
             ref = next(b for b in base.renders if b.role == "target" and b.target == r.target and b.plane == r.plane)
@@ -273,30 +277,52 @@ def test_real_siemens_mprage(tmp_path: Path) -> None:
 # right centrum semiovale, away from any fluid
 PERIVENTRICULAR = phantom.Lesion((0.62, 0.55, 0.6), 4.0)
 DEEP_WHITE = phantom.Lesion.at_mm(26.0, -12.0, 36.0, 6.0)
+# the lesion tests' head: a brain that is not the template's, posed, atrophied (grown ventricles)
+POSE, SUBJECT, ATROPHY = phantom.Pose.seeded(5), phantom.Subject.seeded(5), 0.5
+
+
+@pytest.fixture(scope="module")
+def head_fit() -> Iterator[Callable[[str], Fit]]:
+    """The anatomy fit of the lesion tests' head without a lesion, per contrast, made once for the module: the finder
+    is tried on heads of this one anatomy with a lesion, without one and with a lesion at a ventricle, and a fit of
+    each would register the same anatomy again (tens of seconds a fit). A fit of the head with its lesion is
+    checked on the real patients' lesions (test_lesions_real) and on the demo (the pipeline tests)."""
+    fits: dict[str, Fit] = {}
+
+    def fit(sequence: str) -> Fit:
+        if sequence not in fits:
+            vol = phantom.head(sequence, atrophy=ATROPHY, seed=22, pose=POSE, subject=SUBJECT).astype(np.float32)
+            fits[sequence] = fit_template(vol, phantom.AFFINE, sequence)
+        return fits[sequence]
+
+    yield fit
+    for f in fits.values():
+        f.close()
 
 
 @pytest.mark.integration  # ANTs registration
 @pytest.mark.parametrize(("sequence", "lesion"), [("FLAIR", PERIVENTRICULAR), ("DWI", PERIVENTRICULAR),
                                                   ("SWI", PERIVENTRICULAR), ("T2w", DEEP_WHITE),
                                                   ("T1w", DEEP_WHITE)])
-def test_lesion_found_on_each_contrast_and_not_invented(sequence: str, lesion: phantom.Lesion) -> None:
+def test_lesion_found_on_each_contrast_and_not_invented(sequence: str, lesion: phantom.Lesion,
+                                                         head_fit: Callable[[str], Fit]) -> None:
     """Hyperintense on FLAIR / T2 / DWI, hypointense on SWI / T1: the lesion's slice and centre, and no lesion in a
     head that has none (atrophied, so its grown ventricles are not taken for one), on a brain that is not the
     template's. On T1 and T2 a lesion looks like fluid, so only one surrounded by white matter is claimed there."""
     from curation.imaging.targets import locate
 
-    pose, subject = phantom.Pose.seeded(5), phantom.Subject.seeded(5)
     p = NormalizeParams()
-    vol = phantom.head(sequence, atrophy=0.5, lesion=lesion, seed=21, pose=pose, subject=subject).astype(np.float32)
-    found = {t["target"]: t for t in locate(vol, phantom.AFFINE, sequence, p)["targets"]}
-    truth = phantom.ground_truth(atrophy=0.5, lesion=lesion, pose=pose, subject=subject)
+    fit = head_fit(sequence)
+    vol = phantom.head(sequence, atrophy=ATROPHY, lesion=lesion, seed=21, pose=POSE, subject=SUBJECT)
+    found = {t["target"]: t for t in locate(vol.astype(np.float32), phantom.AFFINE, sequence, p, fit=fit)["targets"]}
+    truth = phantom.ground_truth(atrophy=ATROPHY, lesion=lesion, pose=POSE, subject=SUBJECT)
     assert "lesion" in found, sequence
     les = found["lesion"]
     assert np.linalg.norm(np.asarray(les["centre_mm"]) - truth["lesion_centre_mm"]) < lesion.radius_mm / 2
     assert _in_plane(_world(truth["lesion"], phantom.AFFINE), 2, les["position_mm"]) > 0
     assert les["located_by"] == f"intensity_outlier:{p.lesion_polarity[sequence]}"
-    clean = phantom.head(sequence, atrophy=0.5, seed=22, pose=pose, subject=subject).astype(np.float32)
-    assert "lesion" not in {t["target"] for t in locate(clean, phantom.AFFINE, sequence, p)["targets"]}
+    clean = phantom.head(sequence, atrophy=ATROPHY, seed=22, pose=POSE, subject=SUBJECT).astype(np.float32)
+    assert "lesion" not in {t["target"] for t in locate(clean, phantom.AFFINE, sequence, p, fit=fit)["targets"]}
 
 
 @pytest.mark.integration  # ANTs registration
@@ -326,17 +352,16 @@ def test_targets_on_a_demo_brain_that_is_not_the_template(seed: int) -> None:
 
 @pytest.mark.integration  # ANTs registration
 @pytest.mark.parametrize("sequence", ["T2w", "T1w"])
-def test_fluid_edge_is_not_a_lesion_on_t1_t2(sequence: str) -> None:
+def test_fluid_edge_is_not_a_lesion_on_t1_t2(sequence: str, head_fit: Callable[[str], Fit]) -> None:
     """On T1 and T2 a periventricular lesion looks like the ventricle it touches, and an atrophied brain unlike the
     template has fluid where the fit expects white matter: whatever is claimed there is the drawn lesion, never the
     edge of a ventricle or a temporal horn (FLAIR finds this lesion: the test above)."""
     from curation.imaging.targets import locate
 
-    pose, subject = phantom.Pose.seeded(5), phantom.Subject.seeded(5)
-    vol = phantom.head(sequence, atrophy=0.5, lesion=PERIVENTRICULAR, seed=21, pose=pose, subject=subject)
-    found = locate(vol.astype(np.float32), phantom.AFFINE, sequence, NormalizeParams())
+    vol = phantom.head(sequence, atrophy=ATROPHY, lesion=PERIVENTRICULAR, seed=21, pose=POSE, subject=SUBJECT)
+    found = locate(vol.astype(np.float32), phantom.AFFINE, sequence, NormalizeParams(), fit=head_fit(sequence))
     assert found["anatomy"]["fit"] == "ok"
-    truth = phantom.ground_truth(atrophy=0.5, lesion=PERIVENTRICULAR, pose=pose, subject=subject)
+    truth = phantom.ground_truth(atrophy=ATROPHY, lesion=PERIVENTRICULAR, pose=POSE, subject=SUBJECT)
     for t in found["targets"]:
         if t["target"] == "lesion":
             off = np.linalg.norm(np.asarray(t["centre_mm"]) - truth["lesion_centre_mm"])

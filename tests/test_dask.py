@@ -36,7 +36,8 @@ def test_deid_dicom_on_dask_matches_local(cluster, demo_raw, tmp_path):
     from curation.deid.stage import deid_dicom_dir
 
     p = load_params(ROOT / "params.yaml").deidentify.dicom
-    src = demo_raw / "adni" / "ADNI"
+    # one participant's download (two visits, their series and slices): the same work spread the same way as the six
+    src = min(d for d in (demo_raw / "adni" / "ADNI").iterdir() if d.is_dir())
     local = deid_dicom_dir(p, src, tmp_path / "local")
     remote = deid_dicom_dir(p, src, tmp_path / "dask", scheduler=cluster)
     assert remote.outputs == local.outputs == sum(1 for _ in src.rglob("*.dcm"))  # every demo file, none dropped

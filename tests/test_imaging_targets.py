@@ -8,6 +8,7 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import nibabel as nib
 import numpy as np
@@ -44,7 +45,7 @@ def _in_plane(points_mm: np.ndarray, axis: int, position_mm: float) -> int:
 
 @functools.cache
 def _ground_truth(atrophy: float, lesion: phantom.Lesion | None, pose: phantom.Pose,
-                  subject: phantom.Subject) -> dict[str, object]:
+                  subject: phantom.Subject) -> dict[str, Any]:
     """The phantom's truth for one way of drawing a head, computed once for both checks below (seconds each)."""
     return phantom.ground_truth(atrophy=atrophy, lesion=lesion, pose=pose, subject=subject)
 

@@ -13,7 +13,6 @@ from curation.generate import tags
 from curation.jsonio import read_jsonl, write_json, write_jsonl
 from curation.params import FilterParams, LlmParams
 from curation.quality import item_gates
-from curation.quality.gates import Rejection
 from curation.quality.item_gates import Reason
 from curation.records import staged_dir
 from curation.report import Report
@@ -53,15 +52,15 @@ def run(params: FilterParams, src: Path, dst: Path, report_path: Path | None = N
     llm = llm or LlmParams()
     rejected: list[dict[str, object]] = []
 
-    def reject(item: Item, reasons: Sequence[Reason | Rejection], detail: object = None) -> None:
-        """Record an item's rejection: each reason a gate's (or a model gate's Rejection, with its detail)."""
+    def reject(item: Item, reasons: Sequence[Reason], detail: object = None) -> None:
+        """Record an item's rejection: each reason counted by its code and listed by its label; a reason's own
+        detail (a model gate's) replaces ``detail``."""
         for r in reasons:
             report.counts[f"rejected:{r.code}"] += 1
-            if isinstance(r, Rejection) and r.detail:
+            if r.detail:
                 detail = r.detail
         rejected.append({"item_id": item.item_id, "template_id": item.template_id,
-                         "reasons": [r.label if isinstance(r, Rejection) else r.code for r in reasons],
-                         **({"detail": detail} if detail else {})})
+                         "reasons": [r.label for r in reasons], **({"detail": detail} if detail else {})})
 
     items = list(read_jsonl(src / "items.jsonl", Item))
     report.inputs = len(items)

@@ -7,30 +7,17 @@ import csv
 import json
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from curation.errors import InputError
 from curation.params import FilterParams, LlmParams
 from curation.pseudonyms import keyed_hash
+from curation.quality.item_gates import Reason
 from curation.report import Report
 from curation.schema import Item, ItemFormat, Verdict
 from curation.text import LETTERS, plain
 
 REVIEW_RANK = {"accept": 3, "accept_with_edits": 2}
-
-
-class Rejection(NamedTuple):
-    """Why a model gate drops an item: its code (counted as ``rejected:<code>``), the check within it that failed,
-    if the gate has several, and what the model said."""
-
-    code: str
-    check: str = ""
-    detail: Any = None
-
-    @property
-    def label(self) -> str:
-        """The reason as the rejected items' record writes it."""
-        return f"{self.code}:{self.check}" if self.check else self.code
 
 
 def shingles(text: str, n: int = 5) -> set[str]:
@@ -137,11 +124,11 @@ def _correct_rates(client: Any, prompt: Any, items: list[Item], samples: int, te
     return out
 
 
-def model_gates(items: list[Item], params: FilterParams, llm: LlmParams, report: Report) -> dict[str, Rejection]:
+def model_gates(items: list[Item], params: FilterParams, llm: LlmParams, report: Report) -> dict[str, Reason]:
     """LLM verifier, text-only shortcut and model-assisted difficulty; item_id -> why to drop it."""
     from curation.llm import model_client, not_configured
 
-    drop: dict[str, Rejection] = {}
+    drop: dict[str, Reason] = {}
     why = not_configured(llm)
     if why:
         for step, on in (("llm_verifier", params.llm_verifier), ("text_only_check", params.text_only_check)):
@@ -159,7 +146,7 @@ def model_gates(items: list[Item], params: FilterParams, llm: LlmParams, report:
 
 
 def _verify(client: Any, items: list[Item], params: FilterParams, report: Report,
-            drop: dict[str, Rejection]) -> None:
+            drop: dict[str, Reason]) -> None:
     """The LLM verifier on each item with its images; an item failing any of ``VERIFIER_CHECKS`` is dropped."""
     from curation.quality.verify import VerifyItem
 
@@ -170,12 +157,12 @@ def _verify(client: Any, items: list[Item], params: FilterParams, report: Report
         failed = out.value.failed()
         i.quality.verifier = Verdict(model=out.origin.requested_model, passed=not failed, reason=out.value.reason)
         if failed:
-            drop[i.item_id] = Rejection("verifier", failed[0], out.value.reason or "")
+            drop[i.item_id] = Reason("verifier", failed[0], out.value.reason or "")
     report.metrics["verifier_calls"] = client.usage.as_metrics()
 
 
 def _text_only(client: Any, items: list[Item], params: FilterParams, report: Report,
-               drop: dict[str, Rejection]) -> None:
+               drop: dict[str, Reason]) -> None:
     """The model answers each item still kept without its images; one it gets right is tagged image_not_needed
     (and dropped when ``drop_image_not_needed``)."""
     from curation.llm import load_prompt
@@ -191,11 +178,11 @@ def _text_only(client: Any, items: list[Item], params: FilterParams, report: Rep
             i.quality.image_not_needed = True
             report.counts["tagged:image_not_needed"] += 1
             if params.drop_image_not_needed:
-                drop[i.item_id] = Rejection("image_not_needed", detail="answered correctly without the image")
+                drop[i.item_id] = Reason("image_not_needed", detail="answered correctly without the image")
 
 
 def _difficulty(items: list[Item], params: FilterParams, llm: LlmParams, report: Report,
-                drop: dict[str, Rejection]) -> None:
+                drop: dict[str, Reason]) -> None:
     """Each difficulty model answers the kept items ``difficulty_samples`` times with their images: the mean pass
     rate grades the item easy / medium / hard; one every model always gets right is dropped when
     ``drop_if_all_models_correct``."""
@@ -217,7 +204,7 @@ def _difficulty(items: list[Item], params: FilterParams, llm: LlmParams, report:
         report.counts[f"difficulty:{i.difficulty}"] += 1
         all_correct = len(rates) == len(per_model) and all(r >= 1.0 for r in rates.values())
         if params.drop_if_all_models_correct and all_correct:
-            drop[i.item_id] = Rejection("too_easy", "all_filter_models_correct", rates)
+            drop[i.item_id] = Reason("too_easy", "all_filter_models_correct", rates)
 
 
 # -- balance and splits -----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from curation.schema import Item
@@ -29,13 +29,21 @@ class ItemGate:
 
 @dataclass(frozen=True)
 class Reason:
-    """Why the filter drops an item: its code (as counted in the report and listed in rejected.jsonl), whether the
-    item stays well-formed (still measured with its template) and whether it is a leak of the answer (validity.json
-    counts those)."""
+    """Why the filter drops an item, whichever gate decided (a per-item gate, a leak rule, a template measure, a set
+    gate or a model gate): its code (counted in the report as ``rejected:<code>``), the check within it that failed
+    where the gate has several (the LLM verifier's), what the gate said of it, whether the item stays well-formed
+    (still measured with its template) and whether it is a leak of the answer (validity.json counts those)."""
 
     code: str
+    check: str = ""
+    detail: object = field(default=None, compare=False)  # a model's rates or words: not part of the reason's identity
     well_formed: bool = False
     leak: bool = False
+
+    @property
+    def label(self) -> str:
+        """The reason as rejected.jsonl lists it."""
+        return f"{self.code}:{self.check}" if self.check else self.code
 
 
 @lru_cache(maxsize=1)

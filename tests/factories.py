@@ -125,7 +125,7 @@ def through_generate(p: Params, source: str, raw: Path, work: Path, *, workers: 
         reports["deid"] = deid(p.deidentify, work / "ingest", work / "deid").as_dict()
         reports["normalize"] = normalize(p.normalize, work / "deid", work / "normalize", workers=workers).as_dict()
         extract(p.extract, work / "normalize", work / "extract")
-        generate(p.generate, work / "extract", work / "generate")
+        reports["generate"] = generate(p.generate, work / "extract", work / "generate").as_dict()
         ingested = list(read_jsonl(work / "ingest" / source / "cases.jsonl", Case))
         cases = list(read_jsonl(work / "normalize" / "cases.jsonl", Case))
         items = list(read_jsonl(work / "generate" / "items.jsonl", Item))

@@ -31,8 +31,11 @@ PEOPLE = {
     "941_S_0002": ("Male", 51.0, "CN", 29, {"Hippocampus": 7600, "Ventricles": 21000, "WholeBrain": 1080000}),
     "941_S_0003": ("Female", 46.0, "CN", 29, {"Hippocampus": 7700, "Ventricles": 16000, "WholeBrain": 1090000}),
     "941_S_0004": ("Male", 68.0, "MCI", 25, {"Hippocampus": 6600, "Ventricles": 38000, "WholeBrain": 990000}),
+    # the healthy adult's T2 again, joined to another person's row: a dementia patient's volumes (a wrong join)
+    "941_S_0005": ("Female", 46.0, "Dementia", 21, {"Hippocampus": 5100, "Ventricles": 95000, "WholeBrain": 900000}),
 }
-BASELINE = {"941_S_0002": "2022-05-01", "941_S_0003": "2022-06-06", "941_S_0004": "2022-08-01"}
+BASELINE = {"941_S_0002": "2022-05-01", "941_S_0003": "2022-06-06", "941_S_0004": "2022-08-01",
+            "941_S_0005": "2022-09-05"}
 
 
 def _stamp(day: str) -> str:
@@ -110,7 +113,8 @@ def download(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for ptid, desc, head, image_id in (("941_S_0002", "MPRAGE", "seg3d_mr", "I880003"),
                                        ("941_S_0003", "Axial_T2_TSE", "register_t2w", "I880004"),
                                        ("941_S_0004", "MPRAGE", "stroke_T1", "I880005"),
-                                       ("941_S_0004", "Axial_T2-FLAIR", "stroke_FLAIR", "I880006")):
+                                       ("941_S_0004", "Axial_T2-FLAIR", "stroke_FLAIR", "I880006"),
+                                       ("941_S_0005", "Axial_T2_TSE", "register_t2w", "I880007")):
         sex, age = PEOPLE[ptid][0][0], f"{int(PEOPLE[ptid][1]):03d}Y"
         day = BASELINE[ptid]
         _write_volume(HEADS / f"{head}.nii.gz", adni / ptid / desc / _stamp(day) / image_id, series=image_id[1:],
@@ -141,10 +145,11 @@ def curated(download: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_every_real_head_gives_items_with_images(curated: dict) -> None:
     by_series = {s.series_id: (c, s) for c in curated["cases"] for s in c.all_series()}
-    assert len(by_series) == 6, sorted(by_series)  # both visits of 941_S_0001 arrived: none was quarantined
+    assert len(by_series) == 7, sorted(by_series)  # both visits of 941_S_0001 arrived: none was quarantined
     assert not curated["reports"]["deid"]["failures_by_reason"], curated["reports"]["deid"]
     heads = [(c, s) for c, s in by_series.values() if (s.qc.get("anatomy") or {}).get("fit") == "ok"]
-    assert sorted(s.description or "" for _, s in heads) == ["Axial T2 TSE", "Axial T2-FLAIR", "MPRAGE", "MPRAGE"]
+    assert sorted(s.description or "" for _, s in heads) == ["Axial T2 TSE", "Axial T2 TSE", "Axial T2-FLAIR", "MPRAGE",
+                                                             "MPRAGE"]
     for case, s in heads:
         mine = [i for i in curated["items"] if any(e.series_id == s.series_id for e in i.evidence)]
         assert mine, (case.case_id, s.series_id, s.sequence, [r.target for r in s.renders])
@@ -160,3 +165,17 @@ def test_the_scanner_qc_bottle_is_refused_at_both_visits_with_its_reason(curated
         reason = s.qc["anatomy"]["fit_reason"]
         assert "no brain anatomy where the registered template expects it" in reason, reason
         assert not [i for i in curated["items"] if any(e.series_id == s.series_id for e in i.evidence)]
+
+
+def test_a_table_volume_the_image_contradicts_is_not_a_key(curated: dict) -> None:
+    """Each head's lateral ventricles are measured on the head itself; a table's grade two or more grades from the
+    image's is refused with its reason, and counted. The healthy adult's T2 joined to a dementia patient's row (95 mL,
+    "severely enlarged" at 46) gives no ventricle item; the rows that are plausible for their heads still do."""
+    measured = {s.series_id: s.qc["anatomy"]["measures"]["lateral_ventricles_ml"] for c in curated["cases"]
+                for s in c.all_series() if (s.qc.get("anatomy") or {}).get("fit") == "ok" and s.sequence != "FLAIR"}
+    assert len(measured) == 4 and all(5 < ml < 60 for ml in measured.values()), measured  # adults' ventricles
+    skipped = curated["reports"]["generate"]["counts"]
+    assert skipped.get("template_skipped:refused_ventricle_grade:image_disagrees", 0) >= 1, skipped
+    wrong = next(c.case_id for c in curated["cases"] if any(v.scores.get("Ventricles") == 95000 for v in c.visits))
+    graded = [i for i in curated["items"] if "ventricle_grade" in i.facts.get("answer_facts", [])]
+    assert graded and not [i for i in graded if i.case_id == wrong], [(i.case_id, i.answer) for i in graded]

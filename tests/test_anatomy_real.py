@@ -193,3 +193,21 @@ def test_the_t1w_targets_carried_onto_the_visits_moved_flair(normalized: dict) -
     assert {r.target for r in res.value.renders} == set(placed)
     assert all(Path(r.path).is_file() for r in res.value.renders)
     assert res.value.step.args["kept_own"] == []
+
+
+def test_the_ventricles_measured_on_one_head_agree_across_its_contrasts_and_poses(normalized: dict) -> None:
+    """The lateral ventricles' volume (imaging/ventricles.py, what a table's volume is checked against) of one
+    patient agrees across their T1 and T2 and their T1 tilted in the scanner or resampled to 1.6 mm (within 20% of
+    the mean); every head measured lies in adults' range; FLAIR and proton density are not measured, with the
+    reason."""
+    def measures(name: str) -> dict:
+        return normalized[name]["qc"]["anatomy"]["measures"]
+
+    stroke = {n: measures(n).get("lateral_ventricles_ml") for n in ("stroke_T1", "stroke_T2", "tilted", "iso_1p6")}
+    assert all(stroke.values()), stroke
+    mean = sum(stroke.values()) / len(stroke)  # type: ignore[arg-type]
+    assert all(abs(v - mean) <= 0.2 * mean for v in stroke.values()), stroke  # type: ignore[operator]
+    for name in ("seg3d_mr", "register_t2w"):
+        assert 5.0 < measures(name).get("lateral_ventricles_ml", 0) < 60.0, (name, measures(name))
+    for name, sequence in (("stroke_FLAIR", "FLAIR"), ("moved_flair", "FLAIR"), ("chris_PD", "PD")):
+        assert sequence in measures(name)["not_measured"]["lateral_ventricles"], (name, measures(name))

@@ -37,7 +37,9 @@ def engine(**kw) -> Engine:
 
 
 def t1(sid: str, *, pos_hip: float = -21.0, pos_vent: float = 18.0, reference: str | None = None,
-       paired: bool = True) -> Series:
+       paired: bool = True, ventricles_ml: float | None = 30.0) -> Series:
+    """A T1w series as normalize leaves it: its target renders, and its lateral ventricles measured on the image
+    (``ventricles_ml``; None: not measured)."""
     renders = [
         Render(plane="axial", slice_index=90, path=f"r/{sid}/axial_090.png", role="mid"),
         Render(plane="coronal", slice_index=97, path=f"r/{sid}/coronal_097.png", role="target", target="hippocampus",
@@ -55,16 +57,21 @@ def t1(sid: str, *, pos_hip: float = -21.0, pos_vent: float = 18.0, reference: s
                    target="lateral_ventricles", position_mm=18.0,
                    located_by=f"registered_to:{reference}"),
         ]
-    return Series(series_id=sid, sequence="T1w", format="nifti", renders=renders, qc={"pass": True}, provenance=prov)
+    measures = {"lateral_ventricles_ml": ventricles_ml} if ventricles_ml is not None else {}
+    return Series(series_id=sid, sequence="T1w", format="nifti", renders=renders,
+                  qc={"pass": True, "anatomy": {"fit": "ok", "measures": measures}}, provenance=prov)
 
 
-def adni_case(*, registered: bool = True, same_position: bool = True) -> Case:
+def adni_case(*, registered: bool = True, same_position: bool = True,
+              seen_ml: tuple[float | None, float | None] = (28.0, 41.0)) -> Case:
+    """Two ADNI visits; ``seen_ml``: the lateral ventricles each visit's T1w shows (the table says 30 and 40 mL)."""
     v0 = Visit(visit_id="bl", days_from_baseline=0, diagnosis="mild cognitive impairment",
-               scores={"MMSE": 27.0, "Hippocampus": 6900.0, "Ventricles": 30000.0}, series=[t1("S0")])
+               scores={"MMSE": 27.0, "Hippocampus": 6900.0, "Ventricles": 30000.0},
+               series=[t1("S0", ventricles_ml=seen_ml[0])])
     v1 = Visit(visit_id="m24", days_from_baseline=731, diagnosis="Alzheimer's disease dementia",
                scores={"MMSE": 21.0, "Hippocampus": 6000.0, "Ventricles": 40000.0},
                series=[t1("S1", reference="S0" if registered else None, paired=same_position, pos_vent=30.0,
-                          pos_hip=-5.0)])
+                          pos_hip=-5.0, ventricles_ml=seen_ml[1])])
     return Case(case_id="adni-x", source=SourceName.adni, license="ADNI DUA", patient=Patient(age=69, sex="F"),
                 ehr={"MMSE": 27.0, "Hippocampus": 6900.0}, visits=[v0, v1],
                 diagnosis=Diagnosis(primary="Alzheimer's disease dementia"))
@@ -123,6 +130,32 @@ def test_pairs_need_registration_and_the_same_position() -> None:
     for case in (adni_case(registered=False), adni_case(same_position=False)):
         got = by_template(engine().generate(case)[0])
         assert "ventricular_change" not in got
+
+
+def test_a_table_volume_is_a_key_only_where_the_image_agrees() -> None:
+    """The ventricles' grade and their change come from the table (ADNIMERGE), and are asked only where the volume
+    normalize measured on the image gives the same grade or the next one: a wrong join, another visit's table or
+    another processing's would otherwise key a confident wrong answer. A refusal is a counted skip reason."""
+    e = engine()
+    items, _ = e.generate(adni_case())  # table 30 -> 40 mL, image 28 -> 41 mL: agreed
+    got = by_template(items)
+    assert got["ventricular_size"].answer == "within the normal range"
+    assert got["ventricular_change"].answer == "increased"
+    # the image shows ventricles far larger than the table's at both visits (95 mL at 69 is severely enlarged, 80 mL
+    # at 71 moderately; the table's 30 and 40 mL are within the normal range), and shrinking between the visits
+    # where the table has them growing
+    items, skipped = e.generate(adni_case(seen_ml=(95.0, 80.0)))
+    got = by_template(items)
+    assert "ventricular_size" not in got and "ventricular_change" not in got
+    reasons = {s.reason for s in skipped}
+    assert {"refused_ventricle_grade:image_disagrees", "refused_ventricle_change:image_disagrees"} <= reasons
+    assert got["hippocampal_atrophy"].answer == "normal volume"  # the case's other items are still made
+    # the next grade is within a measure's noise (38 mL at 69 is "mildly enlarged", the table's 30 mL is not)
+    assert "ventricular_size" in by_template(e.generate(adni_case(seen_ml=(39.0, 41.0)))[0])
+    # an image without a measure (a contrast fluid cannot be told on) confirms nothing
+    items, skipped = e.generate(adni_case(seen_ml=(None, None)))
+    assert "ventricular_size" not in by_template(items)
+    assert "refused_ventricle_grade:image_unmeasured" in {s.reason for s in skipped}
 
 
 def test_no_item_without_an_evidence_bearing_view() -> None:

@@ -166,7 +166,8 @@ def _word_overlap(a: str, b: str) -> float:
 
 
 class Skip(NamedTuple):
-    """A template that made no item of a case, and why (a code: ``missing_<fact>``, ``fact_already_asked``...)."""
+    """A template that made no item of a case, and why (a code: ``missing_<fact>``, ``refused_<fact>:<why>``,
+    ``fact_already_asked``...)."""
 
     template_id: str
     reason: str
@@ -247,7 +248,8 @@ class Engine:
             if facts is None:
                 first = candidates[0] if candidates else {}
                 missing = next((r for r in t.requires if lookup(first, r) is None), t.kind)
-                skipped[Skip(t.id, f"missing_{missing}")] += 1
+                refused = (first.get("refused") or {}).get(missing)  # a fact the case has but its image contradicts
+                skipped[Skip(t.id, f"refused_{missing}:{refused}" if refused else f"missing_{missing}")] += 1
                 continue
             if answers in asked:  # the same fact of the same case is asked once
                 skipped[Skip(t.id, "fact_already_asked")] += 1

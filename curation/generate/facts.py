@@ -143,6 +143,9 @@ class Facts(BaseModel):
     kind_options: list[str] | None = None
     compartment: str | None = None
     compartment_options: list[str] | None = None
+    # fact -> why it was withheld although the case has it (a table's volume the image contradicts: visit_facts);
+    # a template that requires it is skipped with that reason
+    refused: dict[str, str] | None = None
 
 
 def known_fact(dotted: str) -> bool:

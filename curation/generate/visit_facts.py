@@ -54,7 +54,7 @@ def visit_facts(f: dict[str, Any], case: Case, visit: Visit, knowledge: dict[str
                 images[name] = evidence_of(r, t1, visit, target).model_dump()
         # a volume measure goes with an image of the visit it was measured at: its T1-weighted series, or where it
         # has none its T2-weighted one
-        _graded_facts(f, scores, knowledge, images)
+        _graded_facts(f, scores, knowledge, images, t1)
     # a lesion the finder placed is shown on a sequence it stands out on; one the source's mask placed on whatever
     # series the mask goes with (a glioma's post-contrast T1), after those
     lesion = next(((s, r) for s in sorted(visit.series, key=lambda s: s.sequence not in LESION_SEQUENCES)
@@ -94,8 +94,31 @@ def _memory_picture(grade: str, mmse: Any, knowledge: dict[str, Any]) -> str | N
     return table.get(f"{'atrophy' if atrophy else 'no atrophy'}, {'impaired' if impaired else 'not impaired'}")
 
 
+def image_ventricles_ml(series: Series) -> float | None:
+    """The lateral ventricles' volume normalize measured on the series itself (imaging/ventricles.py), or None."""
+    ml = ((series.qc.get("anatomy") or {}).get("measures") or {}).get("lateral_ventricles_ml")
+    return float(ml) if isinstance(ml, (int, float)) and ml > 0 else None
+
+
+def disagreement(table: str | None, image: str | None, grades: list[str]) -> str | None:
+    """Why a table's grade is refused: the image gave none, or one two or more grades away; None where the image
+    gives the same grade or the next one (one grade is within a measure's noise)."""
+    if table is None:
+        return None
+    if image is None:
+        return "image_unmeasured"
+    if table in grades and image in grades and abs(grades.index(table) - grades.index(image)) >= 2:
+        return "image_disagrees"
+    return None
+
+
+def refuse(f: dict[str, Any], fact: str, why: str) -> None:
+    """Record that ``fact`` was refused (the engine skips a template that needs it with this reason)."""
+    f.setdefault("refused", {})[fact] = why
+
+
 def _graded_facts(f: dict[str, Any], scores: dict[str, Any], knowledge: dict[str, Any],
-                  images: dict[str, Any]) -> None:
+                  images: dict[str, Any], series: Series) -> None:
     grades = knowledge.get("grades", {})
     hip, vent, nwbv = score_of(scores, "Hippocampus"), score_of(scores, "Ventricles"), score_of(scores, "nWBV")
     if hip is not None and "hippocampus" in images and isinstance(f.get("age"), int):
@@ -112,7 +135,13 @@ def _graded_facts(f: dict[str, Any], scores: dict[str, Any], knowledge: dict[str
         f["ventricles_ml"] = round(vent / 1000, 1)
         bands = next((b for upper, b in knowledge.get("ventricles_ml_by_age", []) if f["age"] < upper), None)
         g = grade_of(f["ventricles_ml"], bands or [])
-        if g:
+        # a table's volume is a key only where the image agrees: a wrong join, another visit's or another
+        # processing's table would otherwise give a confident wrong answer
+        seen = image_ventricles_ml(series)
+        why = disagreement(g, grade_of(seen, bands or []), [label for _, label in bands or []])
+        if why:
+            refuse(f, "ventricle_grade", why)
+        elif g:
             f["ventricle_grade"] = g
     if nwbv is not None and "brain" in images:
         f["nwbv"] = round(nwbv, 3)
@@ -164,8 +193,17 @@ def pair_facts(case: Case, visits: list[Visit], common: dict[str, Any],
                                                        ("improved" if step < 0 else "stable")]
         vent0, vent1 = score_of(v0.scores, "Ventricles"), score_of(v1.scores, "Ventricles")
         if vent0 and vent1 is not None and "baseline_ventricles" in images:
-            f["ventricle_change"] = grade_of(vent1 / vent0, knowledge.get("changes", {}).get("ventricles_ml", []))
-            f["ventricles_ml_baseline"], f["ventricles_ml_followup"] = round(vent0 / 1000, 1), round(vent1 / 1000, 1)
+            bands = knowledge.get("changes", {}).get("ventricles_ml", [])
+            change = grade_of(vent1 / vent0, bands)
+            seen0, seen1 = image_ventricles_ml(s0), image_ventricles_ml(s1)
+            seen = grade_of(seen1 / seen0, bands) if seen0 and seen1 else None
+            why = disagreement(change, seen, [label for _, label in bands])
+            if why:
+                refuse(f, "ventricle_change", why)
+            else:
+                f["ventricle_change"] = change
+                f["ventricles_ml_baseline"] = round(vent0 / 1000, 1)
+                f["ventricles_ml_followup"] = round(vent1 / 1000, 1)
         return f
     return None
 

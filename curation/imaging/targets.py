@@ -220,6 +220,12 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
         return out
     on = _maps_on_series(data, affine, fit)
     wanted = _judge_fit(out, wanted, fit, on)
+    if "lateral_ventricles" in wanted:  # their volume, for a table's volume to be checked against
+        from curation.imaging import ventricles
+
+        ml, how = ventricles.measure(on.small, on.small_aff, sequence, fit)
+        out["anatomy"]["measures"] = ({"lateral_ventricles_ml": ml, "how": how} if ml is not None
+                                      else {"not_measured": {"lateral_ventricles": how}})
     _place_landmark_targets(out, wanted, fit, on, refused, affine, data.shape)
     if "brain" in wanted:
         _place_brain_montage(out, fit, affine, data.shape)

@@ -91,10 +91,7 @@ demo: setup tesseract ## generate the demo corpus, run the pipeline, show the re
 # one thread each); the e2e layer shares the demo pipeline and the servers its session starts, so it runs in one process.
 # Both always run; the target fails if either did.
 test: setup tesseract review-tools harness-tools ## all three layers, unit + integration + e2e (starts Label Studio, a local LLM endpoint, ...)
-	@status=0; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e" -n auto --maxprocesses 4 --durations=10 || status=$$?; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m e2e --durations=25 || status=$$?; \
-	exit $$status
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --maxprocesses 4 --dist loadgroup --durations=25
 
 test-fast: setup ## the unit layer: in one process, no subprocess, socket, git or registration (about 35 s on 2 idle cores)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m unit -n auto

@@ -38,14 +38,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture(scope="session")
 def demo_raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo corpus, written once a session by the command a curator runs (``curate demo-data``)."""
+    """The demo corpus, written once a session by the command a curator runs (``curate demo-data``); under
+    pytest-xdist once for all workers (the first to need it writes it, the others wait for it). Read only: a test
+    that changes it takes ``raw_copy``."""
     import subprocess
     import sys
 
-    raw = tmp_path_factory.mktemp("demo") / "raw"
-    r = subprocess.run([str(Path(sys.executable).with_name("curate")), "demo-data", str(raw)], capture_output=True,
-                       text=True, timeout=1200, check=False)
-    assert r.returncode == 0, r.stderr[-3000:]
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's folder, all workers'
+    raw, done = shared / "demo-corpus" / "raw", shared / "demo-corpus" / "written"
+    with FileLock(str(shared / "demo-corpus.lock")):
+        if not done.exists():
+            shutil.rmtree(raw.parent, ignore_errors=True)
+            r = subprocess.run([str(Path(sys.executable).with_name("curate")), "demo-data", str(raw)],
+                               capture_output=True, text=True, timeout=1200, check=False)
+            assert r.returncode == 0, r.stderr[-3000:]
+            done.touch()
     return raw
 
 

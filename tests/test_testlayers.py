@@ -4,6 +4,8 @@ catches the error; a test is in one layer; an integration test may cross the pro
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 PLUGIN = ("-p", "tests.testlayers", "-p", "no:cacheprovider")
@@ -125,3 +127,35 @@ def test_spawn():
     subprocess.run([sys.executable, "-c", "pass"], check=True)
 ''')
     pytester.runpytest(*PLUGIN).assert_outcomes(passed=1)
+
+
+@pytest.mark.integration  # it starts xdist's worker processes
+def test_the_e2e_layer_runs_as_two_groups_each_in_one_worker(pytester: pytest.Pytester) -> None:
+    """``make test`` (``--dist loadgroup``): the tests on the demo pipeline share one worker, so the pipeline is built
+    once; the rest of the e2e layer shares another; unit tests go wherever a worker is free."""
+    pytester.makeconftest("import pytest\n\n@pytest.fixture(scope='session')\ndef pipeline():\n    return None\n")
+    pytester.makepyfile(test_groups='''
+import pytest
+
+@pytest.mark.parametrize("n", range(4))
+def test_on_the_pipeline(pipeline, n):
+    pass
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("n", range(3))
+def test_on_the_corpus(n):
+    pass
+
+@pytest.mark.parametrize("n", range(6))
+def test_unit(n):
+    pass
+''')
+    result = pytester.runpytest(*PLUGIN, "-n", "2", "--dist", "loadgroup", "-v")
+    result.assert_outcomes(passed=13)
+    workers: dict[str, set[str]] = {}
+    for line in result.stdout.lines:
+        m = re.search(r"\[(gw\d)\] .*PASSED test_groups\.py::(test_on_the_\w+)", line)
+        if m:
+            workers.setdefault(m.group(2), set()).add(m.group(1))
+    assert len(workers["test_on_the_pipeline"]) == 1 and len(workers["test_on_the_corpus"]) == 1, workers
+    assert workers["test_on_the_pipeline"] != workers["test_on_the_corpus"], workers

@@ -17,6 +17,7 @@ on) does not swallow it, and a test that catches it anyway still fails: every at
 
 from __future__ import annotations
 
+import json
 import multiprocessing.process
 import os
 import shlex
@@ -43,11 +44,71 @@ def layer(item: pytest.Item) -> str:
     return found
 
 
+# Under pytest-xdist (``make test``: ``--dist loadgroup``) the e2e layer runs as two groups, each in one worker: the
+# tests of the demo pipeline and its Label Studio (one build of each, ~10 minutes, shared by half the layer), and the
+# rest (the corpus, ``dvc repro`` projects, real-data layouts). The unit and integration layers are spread over
+# whatever worker is free, beside them. xdist's own loadgroup reads an ``xdist_group`` mark into the node id, which
+# pytest 9.2's node ids no longer take; so each worker writes the groups it collected to a folder the controller
+# names (GROUPS_ENV), and the controller's scheduler (E2EGroups) reads them.
+PIPELINE_FIXTURES = {"pipeline", "label_studio"}
+GROUPS_ENV = "MEDBENCH_TEST_GROUPS"
+
+
+def e2e_group(item: pytest.Item) -> str:
+    return "pipeline" if PIPELINE_FIXTURES & set(getattr(item, "fixturenames", ())) else "corpus"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's -m deselection reads the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = {}
     for item in items:
         name = layer(item)
         if not item.get_closest_marker(name):
             item.add_marker(getattr(pytest.mark, name))
+        if name == "e2e":
+            groups[item.nodeid] = e2e_group(item)
+    folder, worker = os.environ.get(GROUPS_ENV), os.environ.get("PYTEST_XDIST_WORKER")
+    if folder and worker:
+        tmp = Path(folder) / f".{worker}.json"
+        tmp.write_text(json.dumps(groups), encoding="utf-8")
+        tmp.replace(Path(folder) / f"{worker}.json")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("dist", None) == "loadgroup" and not hasattr(config, "workerinput"):
+        import tempfile
+
+        os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="medbench-test-groups-")  # the workers inherit it
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup" or not os.environ.get(GROUPS_ENV):
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class E2EGroups(LoadGroupScheduling):
+        """loadgroup with the groups the workers collected: an e2e test goes with its group, any other test alone.
+        xdist schedules the largest groups first, one to a worker."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # read once, when every worker has collected (xdist schedules only then)
+                self.groups = {}
+                for f in sorted(Path(os.environ[GROUPS_ENV]).glob("gw*.json")):
+                    self.groups.update(json.loads(f.read_text(encoding="utf-8")))
+            return f"@{self.groups[nodeid]}" if nodeid in self.groups else super()._split_scope(nodeid)
+
+    return E2EGroups(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = os.environ.get(GROUPS_ENV)
+    if folder and not hasattr(config, "workerinput"):
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 HINT = "unit tests touch no subprocess, socket or git; mark the test `@pytest.mark.integration` if it must"

@@ -37,7 +37,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(scope="session")
-def demo_raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def demo_raw(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
     """The demo corpus, written once a session by the command a curator runs (``curate demo-data``); under
     pytest-xdist once for all workers (the first to need it writes it, the others wait for it). Read only: a test
     that changes it takes ``raw_copy``."""
@@ -47,7 +47,7 @@ def demo_raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from filelock import FileLock
 
     base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's folder, all workers'
+    shared = base.parent if hasattr(pytestconfig, "workerinput") else base  # the session's folder, all workers'
     raw, done = shared / "demo-corpus" / "raw", shared / "demo-corpus" / "written"
     with FileLock(str(shared / "demo-corpus.lock")):
         if not done.exists():

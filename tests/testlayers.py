@@ -67,25 +67,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, name))
         if name == "e2e":
             groups[item.nodeid] = e2e_group(item)
-    folder, worker = os.environ.get(GROUPS_ENV), os.environ.get("PYTEST_XDIST_WORKER")
-    if folder and worker:
-        tmp = Path(folder) / f".{worker}.json"
+    worker = getattr(config, "workerinput", None)  # this session's own worker (not a pytester run inside one)
+    folder = os.environ.get(GROUPS_ENV)
+    if worker and folder:
+        tmp = Path(folder) / f".{worker['workerid']}.json"
         tmp.write_text(json.dumps(groups), encoding="utf-8")
-        tmp.replace(Path(folder) / f"{worker}.json")
+        tmp.replace(Path(folder) / f"{worker['workerid']}.json")
+
+
+GROUPS_FOLDER = pytest.StashKey[tuple[Path, "str | None"]]()  # the folder, and GROUPS_ENV's value before it
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("dist", None) == "loadgroup" and not hasattr(config, "workerinput"):
         import tempfile
 
-        os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="medbench-test-groups-")  # the workers inherit it
+        folder = Path(tempfile.mkdtemp(prefix="medbench-test-groups-"))
+        config.stash[GROUPS_FOLDER] = (folder, os.environ.get(GROUPS_ENV))
+        os.environ[GROUPS_ENV] = str(folder)  # the workers, started after this, inherit it
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    if config.getvalue("dist") != "loadgroup" or not os.environ.get(GROUPS_ENV):
+    if config.getvalue("dist") != "loadgroup" or GROUPS_FOLDER not in config.stash:
         return None
     from xdist.scheduler import LoadGroupScheduling
+
+    folder = config.stash[GROUPS_FOLDER][0]
 
     class E2EGroups(LoadGroupScheduling):
         """loadgroup with the groups the workers collected: an e2e test goes with its group, any other test alone.
@@ -96,7 +104,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             if self.groups is None:  # read once, when every worker has collected (xdist schedules only then)
                 self.groups = {}
-                for f in sorted(Path(os.environ[GROUPS_ENV]).glob("gw*.json")):
+                for f in sorted(folder.glob("gw*.json")):
                     self.groups.update(json.loads(f.read_text(encoding="utf-8")))
             return f"@{self.groups[nodeid]}" if nodeid in self.groups else super()._split_scope(nodeid)
 
@@ -104,11 +112,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    folder = os.environ.get(GROUPS_ENV)
-    if folder and not hasattr(config, "workerinput"):
+    if GROUPS_FOLDER in config.stash:
         import shutil
 
+        folder, before = config.stash[GROUPS_FOLDER]
         shutil.rmtree(folder, ignore_errors=True)
+        if before is None:
+            os.environ.pop(GROUPS_ENV, None)
+        else:
+            os.environ[GROUPS_ENV] = before
 
 
 HINT = "unit tests touch no subprocess, socket or git; mark the test `@pytest.mark.integration` if it must"

@@ -87,9 +87,9 @@ demo: setup tesseract ## generate the demo corpus, run the pipeline, show the re
 	curate release verify
 	curate release show
 
-# the unit and integration layers share nothing between tests, so they are spread over the cores (their ANTs fits run on
-# one thread each); the e2e layer shares the demo pipeline and the servers its session starts, so it runs in one process.
-# Both always run; the target fails if either did.
+# one pytest run over the cores: the e2e layer as two groups, each in one worker, so the demo pipeline and the servers
+# its tests share are built once (tests/testlayers.py); unit and integration tests, which share nothing (their ANTs fits
+# run on one thread each), go to whichever worker is free.
 test: setup tesseract review-tools harness-tools ## all three layers, unit + integration + e2e (starts Label Studio, a local LLM endpoint, ...)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --maxprocesses 4 --dist loadgroup --durations=25
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from curation.figure_kinds import figure_kind
-from curation.generate.engine import Engine
+from curation.generate.engine import Engine, Skip
 from curation.generate.teaching import teaching_facts
 from curation.ingest import run
 from curation.jsonio import read_jsonl
@@ -100,6 +100,52 @@ def test_the_compartment_key_is_the_tables_where_the_caption_agrees(dx: str, cap
         assert len(f["compartment_options"]) == 4 and want not in f["compartment_options"]
 
 
+def _figures(dx: str, figs: list[tuple[str, str]]) -> Case:
+    made = [Figure(figure_id=f"f{n:02d}", caption=caption, modality="CT" if kind.startswith("CT") else "MR",
+                   kind=kind, plane="axial",
+                   renders=[Render(plane="figure", role="figure", path=f"r/f{n:02d}.png", target="figure")])
+            for n, (kind, caption) in enumerate(figs, 1)]
+    return Case(case_id="medpix-t", source=SourceName.medpix, license="MedPix", figures=made,
+                diagnosis=Diagnosis(primary=dx), presentation="A 60-year-old man with a week of confusion.")
+
+
+def test_a_diagnosis_is_asked_only_of_images_that_can_tell_it() -> None:
+    """A glioblastoma on T2 alone (the table: a post-contrast image tells it from its mimics) makes no diagnosis,
+    rationale, consult or two-sequence facts, and says why; with a post-contrast T1 it does."""
+    d = Diagnoses(DIAGNOSES)
+    t2 = ("T2", "T2 weighted image: heterogeneous hyperintense mass with oedema in the left frontal lobe.")
+    flair = ("FLAIR", "FLAIR image: hyperintense oedema around a mass in the left frontal lobe.")
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Glioblastoma", [t2, flair]), d, Counter())
+    assert f["dx"] == "Glioblastoma" and "key_caption" in f  # the case's diagnosis and its findings stay
+    for fact in ("dx_figures", "consult_figures", "pair_first"):
+        assert fact not in f["image"], fact
+    assert f["refused"] == {"image.dx_figures": "no_deciding_sequence", "image.consult_figures": "no_deciding_sequence",
+                            "pair_reference": "no_deciding_sequence"}
+    t1c = ("T1C", "T1 weighted image after gadolinium: irregular ring-enhancing mass in the left frontal lobe.")
+    f = {"image": {}}
+    teaching_facts(f, _figures("Glioblastoma", [t2, t1c]), d, Counter())
+    assert "refused" not in f
+    assert [e["series_id"] for e in f["image"]["dx_figures"]][0] == "f02"  # the kind that tells it, first
+    assert f["image"]["consult_figures"][0]["series_id"] == "f02"
+
+
+def test_figures_under_one_caption_are_asked_together() -> None:
+    """Two to six figures whose author wrote one caption for them are one finding item (the first four shown), with
+    that caption as the reference; a caption under more figures than that describes a series, not these images."""
+    d = Diagnoses(DIAGNOSES)
+    caption = "FLAIR images: hyperintense swollen cortex and oedema in the right medial temporal lobe and insula."
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Herpes simplex encephalitis", [("FLAIR", caption)] * 3), d, Counter())
+    assert [e["series_id"] for e in f["image"]["group_figures"]] == ["f01", "f02", "f03"]
+    assert f["group_caption"] == caption and f["group_image_count"] == "three images"
+    assert "key_caption" not in f  # no one figure's own description
+    assert f["structure"] == "temporal lobe" and len(f["image"]["structure_figures"]) == 3
+    f = {"image": {}}
+    teaching_facts(f, _figures("Herpes simplex encephalitis", [("FLAIR", caption)] * 7), d, Counter())
+    assert "group_figures" not in f["image"]
+
+
 def test_compartment_keys_spread_over_the_compartments() -> None:
     """Intra-axial diseases are most of a teaching file: one compartment leads the others by one at most, beyond
     its share."""
@@ -181,6 +227,23 @@ def test_every_template_on_every_real_case_skips_only_for_missing_data(tmp_path:
     # compartment keys spread: none is the key of more than a third of the compartment items
     keys = Counter(i.answer for i in items_made if i.template_id == "teaching_compartment")
     assert len(keys) >= 4 and max(keys.values()) <= sum(keys.values()) / 3, keys
+    # a diagnosis is asked only of images that include a kind telling it from its mimics, where the table names one
+    table = Diagnoses(DIAGNOSES)
+    kinds = {(c.case_id, f.figure_id): f.kind for c in cases for f in c.figures}
+    asked_dx = 0
+    for i in items_made:
+        entry = table.entry(i.facts.get("dx") or i.facts.get("dx_with_history") or i.facts.get("dx_direct"))
+        if entry and entry.shown_by and i.source.value == "medpix":
+            asked_dx += 1
+            shown = {kinds[(i.case_id, e.series_id)] for e in i.evidence}
+            assert shown & set(entry.shown_by), (i.template_id, i.case_id, shown, entry.shown_by)
+    assert asked_dx >= 40
+    assert skipped[Skip("teaching_diagnosis", "refused_image.dx_figures:no_deciding_sequence")] >= 3, skipped
+    # the figures one caption was written for are shown together, and graded against that caption
+    sets = [i for i in items_made if i.template_id == "teaching_findings_set"]
+    assert len(sets) >= 8
+    for i in sets:
+        assert 2 <= len(i.images) <= 4
 
 
 @needs_medpix

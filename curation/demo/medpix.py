@@ -1,4 +1,4 @@
-"""Demo MedPix tree in the MedPix 2.0 layout (Case_topic.json, Descriptions.json, images/): three synthetic teaching
+"""Demo MedPix tree in the MedPix 2.0 layout (Case_topic.json, Descriptions.json, images/): four synthetic teaching
 cases whose figures are drawn from the phantom, so the MedPix source runs in the demo pipeline. Real MedPix cases
 (``../shared/fixtures/medpix-dev``) are what the source is developed and measured on; these only keep it running."""
 
@@ -69,6 +69,31 @@ CASES: list[dict[str, Any]] = [
              "The fluid in the cavity is suppressed, and a thin hyperintense rim of gliosis surrounds it, in the left "
              "parietal lobe."),
             ("T1w", "MR - T1W - noncontrast", "T1 weighted image at the same level."),
+        ],
+    },
+    {  # a diagnosis the history and a sequence that tells it decide, and two figures under one caption
+        "uid": "MPX9008", "age": "34", "sex": "female",
+        "case": {
+            "Title": "Herpes simplex encephalitis",
+            "History": "34 year old woman with two days of fever, headache and confusion, and a first seizure.",
+            "Exam": "Febrile and disoriented.",
+            "Findings": "Swollen hyperintense cortex of the right medial temporal lobe and insula, with restricted "
+                        "diffusion.",
+            "Differential Diagnosis": "• Limbic encephalitis\n• Low-grade glioma\n• Acute ischemic stroke",
+            "Case Diagnosis": "Herpes simplex encephalitis", "Diagnosis By": "PCR of the cerebrospinal fluid",
+            "Treatment & Follow Up": "Intravenous aciclovir.", "Discussion": "N/A",
+        },
+        "lesion": Lesion.at_mm(30, -8, -14, 9.0),
+        "pathology": Pathology(oedema_mm=6.0),
+        "figures": [
+            ("DWI", "MR - DWI Diffusion Weighted",
+             "Diffusion weighted image: hyperintense cortex with restricted diffusion in the right medial temporal "
+             "lobe and insula."),
+            ("FLAIR", "MR - FLAIR",
+             "FLAIR images: hyperintense swollen cortex and oedema in the right medial temporal lobe and insula."),
+            ("FLAIR", "MR - FLAIR",
+             "FLAIR images: hyperintense swollen cortex and oedema in the right medial temporal lobe and insula."),
+            ("T2w", "MR - T2 weighted", "T2 weighted image at the level of the temporal horns."),
         ],
     },
 ]

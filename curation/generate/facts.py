@@ -34,7 +34,8 @@ def sex_word(sex: str | None, age: float | None) -> str | None:
 IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequence_known", "baseline_hippocampus",
                "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "dx_figure",
                "pair_first", "pair_second", "kind_figure", "other_figure", "dx_figures",
-               "compartment_figure", "baseline_change", "followup_change")
+               "compartment_figure", "baseline_change", "followup_change", "consult_figures", "group_figures",
+               "other_kind_figure", "structure_figures")
 
 
 class LesionFacts(BaseModel):
@@ -131,6 +132,11 @@ class Facts(BaseModel):
     dx_reference: str | None = None
     pair_kind_names: list[str] | None = None
     structure_options: list[str] | None = None
+    structure_caption: str | None = None  # the description the structure was read from
+    consult_caption: str | None = None  # what the consult's images show (the key caption, or the group's)
+    group_caption: str | None = None  # a caption written for two to four figures together (teaching._caption_group)
+    group_caption_first: str | None = None
+    group_image_count: str | None = None
     findings_report: str | None = None
     key_caption: str | None = None
     key_caption_first: str | None = None
@@ -141,6 +147,8 @@ class Facts(BaseModel):
     pair_reference: str | None = None
     kind_asked: str | None = None
     kind_options: list[str] | None = None
+    other_kind_asked: str | None = None  # a second figure's, of another sequence
+    other_kind_options: list[str] | None = None
     compartment: str | None = None
     compartment_options: list[str] | None = None
     # fact -> why it was withheld although the case has it (a table's volume the image contradicts: visit_facts);

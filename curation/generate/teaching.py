@@ -192,15 +192,16 @@ def _placed(caption: str, dx_table: Diagnoses) -> bool:
     """Whether a caption says where its finding lies (a structure it names; a side, where it also says what the
     finding is in two words): a reference that does not ("increased signal in R hemisphere") is too thin to grade a
     "what and where" answer by."""
-    side = bool(re.search(r"\b(left|right|bilateral|L|R)\b", caption))
+    side = bool(re.search(r"\b(left|right|bilateral|both|L|R)\b", caption))
     return bool(dx_table.mentioned(caption)) or (side and caption_score(caption) >= 2)
 
 
 # a caption sentence about what this image does not show: another figure ("images three and four", "the next
-# image"), every sequence, or a comparison with a study not shown
+# image", "corresponding to axial images"), every sequence, or a comparison with a study not shown
 _ELSEWHERE = re.compile(r"\b(images? (?:two|three|four|five|2|3|4|5|[a-d])\b|other images?|next image|previous image|"
-                        r"prior image|all (?:the )?sequences|not shown|(?:above|below) image|on the (?:left|right) "
-                        r"image|subsequent images?|skull series|radiograph\w*|x-?rays?|plain films?|angiogra\w*|"
+                        r"prior image|all (?:the )?sequences|not shown|correspond\w* (?:to|with) (?:the )?\w+ images?|"
+                        r"(?:above|below) image|on the (?:left|right) image|subsequent images?|skull series|"
+                        r"radiograph\w*|x-?rays?|plain films?|angiogra\w*|"
                         r"ultrasound|sonograph\w*|follow-?up (?:mri|ct|imaging|study))", re.I)
 
 
@@ -285,10 +286,39 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         _diagnosis_figure_facts(f, case, dx_table, dx, site, deciding, scored, shown, asked)
     if shown:
         _key_figure_facts(f, shown, dx_table, asked)
+    group = _caption_group(usable, case, dx_table, deciding)
+    if group:
+        _group_facts(f, group, dx_table, asked)
+    _consult_facts(f, [shown[0]] if shown else group, deciding)
     pair = _pair(scored, case, deciding)
+    if pair is not None and deciding and not {pair[0].kind, pair[1].kind} & deciding:
+        _withhold(f, "pair_reference")
+        pair = None
     if pair is not None:
         _pair_facts(f, *pair, dx_table)
     _sequence_facts(f, case, [*(shown[:2]), *(pair or ())], asked)
+
+
+# why a diagnosis item is not made where the case has its diagnosis: none of the images it would show is of a kind
+# that tells the disease from its mimics (the diagnosis table's shown_by: a glioblastoma on T2 alone, a
+# haemangioblastoma without a post-contrast image; such items were the most common borderline of the clinical reads)
+NO_DECIDING_KIND = "no_deciding_sequence"
+
+
+def _withhold(f: dict[str, Any], fact: str) -> None:
+    f.setdefault("refused", {})[fact] = NO_DECIDING_KIND
+
+
+def _consult_facts(f: dict[str, Any], figs: list[Figure], deciding: set[str]) -> None:
+    """The consult shows the key figure (else the figures one caption describes together) and asks the diagnosis
+    from it: only where a kind shown tells the disease from its mimics (or the table names no such kind)."""
+    if not figs:
+        return
+    if deciding and not {g.kind for g in figs} & deciding:
+        _withhold(f, "image.consult_figures")
+        return
+    f["image"]["consult_figures"] = [_evidence(g) for g in figs]
+    f["consult_caption"] = f["key_caption"] if len(figs) == 1 else f["group_caption"]
 
 
 def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str, entry: DiagnosisEntry,
@@ -341,7 +371,10 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
     figs = [fig, *[g for g in kinds if g.kind != fig.kind]]
     figs = [g for n, g in enumerate(figs) if g.kind not in {h.kind for h in figs[:n]}][:3]
     figs += [g for g in more if g not in figs][:3 - len(figs)]
-    f["image"]["dx_figures"] = [_evidence(g) for g in figs]
+    if deciding and not {g.kind for g in figs} & deciding:
+        _withhold(f, "image.dx_figures")
+    else:
+        f["image"]["dx_figures"] = [_evidence(g) for g in figs]
     for g in figs:
         _note_dims(f, g, dx_table)
     f["dx_image_count"] = ("one image", "two images", "three images")[len(figs) - 1]
@@ -381,15 +414,59 @@ def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnose
         f["other_caption"] = clip(own_sentences(other), 600)
         f["other_caption_first"] = _supporting_sentence(own_sentences(other))
         f["other_kind_name"] = kind_name(other.kind or "")
-    where = _structure(own_sentences(key), dx_table)
+    _structure_facts(f, own_sentences(key), key.caption, [key], dx_table, asked)
+
+
+def _structure_facts(f: dict[str, Any], described: str, caption: str, figs: list[Figure], dx_table: Diagnoses,
+                     asked: Counter[str]) -> None:
+    """The structure a description puts its principal finding in, asked of the figures it describes, against the
+    structures next to it."""
+    where = _structure(described, dx_table)
     # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
     # right answer, never a wrong option
-    named = dx_table.mentioned(key.caption)
+    named = dx_table.mentioned(caption)
     near = [n for n in dx_table.near(where) if n not in named] if where else []
     if where and len(near) >= 3 and asked[f"structure:{where}"] < MAX_SAME_KEY:  # keys spread, as diagnoses'
         asked[f"structure:{where}"] += 1
         f["structure"] = where
         f["structure_options"] = near
+        f["structure_caption"] = clip(described, 600)
+        f["image"]["structure_figures"] = [_evidence(g) for g in figs]
+
+
+def _caption_group(usable: list[Figure], case: Case, dx_table: Diagnoses, deciding: set[str]) -> list[Figure]:
+    """The figures one caption was written for (two to four: the slices or sequences of a series its author
+    described together; the usable ones of them), where that caption fully describes a finding on the kinds they are.
+    Shown together they show what the caption says, which no one of them need show alone. Of several, a group with
+    a kind that tells the disease from its mimics first, then the fuller caption."""
+    groups: dict[str, list[Figure]] = {}
+    for g in usable:
+        groups.setdefault(fold(g.caption), []).append(g)
+    found = []
+    for caption, figs in groups.items():
+        # (the figures of it that are usable, where it was written for six at most, the first four of them: a
+        # sentence about a sequence left out is not read below)
+        if not 2 <= len(figs) <= sum(1 for g in case.figures if fold(g.caption) == caption) <= 6:
+            continue
+        figs = figs[:4]
+        if _full(visible_sentences(figs[0].caption, {g.kind or "" for g in figs}), dx_table):
+            found.append(figs)
+    found.sort(key=lambda gs: (not {g.kind for g in gs} & deciding, -caption_score(gs[0].caption)))
+    return found[0] if found else []
+
+
+def _group_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses, asked: Counter[str]) -> None:
+    """The findings of a caption group, asked of all its figures; its structure where no key figure gave one."""
+    described = visible_sentences(figs[0].caption, {g.kind or "" for g in figs})
+    f["image"]["group_figures"] = [_evidence(g) for g in figs]
+    for g in figs:
+        _note_dims(f, g, dx_table)
+    f["group_caption"] = clip(described, 600)
+    f["group_caption_first"] = _supporting_sentence(described)
+    # (their sequences are not told: a sibling item may ask one)
+    f["group_image_count"] = ("two images", "three images", "four images")[len(figs) - 2]
+    if "structure" not in f:
+        _structure_facts(f, described, figs[0].caption, figs, dx_table, asked)
 
 
 def _pair_facts(f: dict[str, Any], first: Figure, second: Figure, dx_table: Diagnoses) -> None:
@@ -423,24 +500,33 @@ def _sequence_facts(f: dict[str, Any], case: Case, told: list[Figure], kinds_ask
     ask = [fig for fig in mr if fig.kind not in told_kinds]
     # a sequence is asked only while it is at most two ahead of the least asked of the common ones: where cases
     # have only T1 or T2 images, asking each would make those the answer most of the time
-    ask.sort(key=lambda fig: (kinds_asked[fig.kind or ""], KIND_RARITY.index(fig.kind or "T2")))
-    floor = min(kinds_asked[k] for k in COMMON_KINDS)
-    if ask and kinds_asked[ask[0].kind or ""] <= floor + 2:
+    # (a second figure of another sequence is asked too, under the same rule: the sequences a case shows are what a
+    # reader tells apart, each on its own figure)
+    for name in ("kind", "other_kind"):
+        ask.sort(key=lambda fig: (kinds_asked[fig.kind or ""], KIND_RARITY.index(fig.kind or "T2")))
+        floor = min(kinds_asked[k] for k in COMMON_KINDS)
+        if not ask or kinds_asked[ask[0].kind or ""] > floor + 2:
+            return
         fig = ask[0]
+        ask = [g for g in ask if g.kind != fig.kind]
         kinds_asked[fig.kind or ""] += 1
-        f["image"]["kind_figure"] = _evidence(fig)
-        f["kind_asked"] = kind_name(fig.kind or "")
-        # the wrong options are every common sequence but the key, then the other sequence asked most so far: a
-        # guesser that picks the sequence most often the key finds it offered on every item, not only where it is
-        # the key (majority-answer guesser +0.14 over chance with four drawn at random from seven, on one layout)
-        # (and one T1 among the options, before or after contrast, never both: one slice without an enhancing
-        # structure in it does not tell them apart, 2 sequence items a clinical read found undecidable; where the key
-        # is neither, which one is offered is drawn per case, so that a lone T1 is no sign of the key)
-        t1 = fig.kind if fig.kind in ("T1", "T1C") else ("T1", "T1C")[zlib.crc32(case.case_id.encode()) % 2]
-        common = [k for k in COMMON_KINDS if k != fig.kind and (k not in ("T1", "T1C") or k == t1)]
-        rare = sorted((k for k in MR_KINDS if k not in COMMON_KINDS and k != fig.kind),
-                      key=lambda k: (-kinds_asked[k], KIND_RARITY.index(k)))
-        f["kind_options"] = [kind_name(k) for k in [*common, *rare][:4] if k in all_kinds()]
+        f["image"][f"{name}_figure"] = _evidence(fig)
+        f[f"{name}_asked"] = kind_name(fig.kind or "")
+        f[f"{name}_options"] = _kind_options(fig, case, kinds_asked)
+
+
+def _kind_options(fig: Figure, case: Case, kinds_asked: Counter[str]) -> list[str]:
+    """The wrong options of a sequence item: every common sequence but the key, then the other sequence asked most
+    so far: a guesser that picks the sequence most often the key finds it offered on every item, not only where it
+    is the key (majority-answer guesser +0.14 over chance with four drawn at random from seven, on one layout)."""
+    # (and one T1 among the options, before or after contrast, never both: one slice without an enhancing structure
+    # in it does not tell them apart, 2 sequence items a clinical read found undecidable; where the key is neither,
+    # which one is offered is drawn per case, so that a lone T1 is no sign of the key)
+    t1 = fig.kind if fig.kind in ("T1", "T1C") else ("T1", "T1C")[zlib.crc32(case.case_id.encode()) % 2]
+    common = [k for k in COMMON_KINDS if k != fig.kind and (k not in ("T1", "T1C") or k == t1)]
+    rare = sorted((k for k in MR_KINDS if k not in COMMON_KINDS and k != fig.kind),
+                  key=lambda k: (-kinds_asked[k], KIND_RARITY.index(k)))
+    return [kind_name(k) for k in [*common, *rare][:4] if k in all_kinds()]
 
 
 def _distinct(options: list[str], key: str) -> list[str]:

@@ -34,7 +34,7 @@ def sex_word(sex: str | None, age: float | None) -> str | None:
 IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequence_known", "baseline_hippocampus",
                "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "dx_figure",
                "pair_first", "pair_second", "kind_figure", "other_figure", "dx_figures",
-               "compartment_figure", "baseline_change", "followup_change", "consult_figures", "group_figures",
+               "compartment_figures", "baseline_change", "followup_change", "consult_figures", "group_figures",
                "other_kind_figure", "structure_figures")
 
 

@@ -379,7 +379,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
         _note_dims(f, g, dx_table)
     f["dx_image_count"] = ("one image", "two images", "three images")[len(figs) - 1]
     f["dx_caption_first"] = _supporting_sentence(own_sentences(fig) or fig.caption)
-    _compartment_facts(f, fig, site, dx_table, asked)
+    _compartment_facts(f, figs, site, dx_table, asked)
     # a diagnosis the shown images' captions themselves entertain ("may represent small vessel disease") is a
     # second right answer, never a wrong option
     entertained = {n for g in figs for part in re.split(r"[.;,]|\bor\b|\bvs\b", g.caption)
@@ -541,14 +541,17 @@ def _distinct(options: list[str], key: str) -> list[str]:
     return kept
 
 
-def _compartment_facts(f: dict[str, Any], fig: Figure, site: str | None, dx_table: Diagnoses,
+def _compartment_facts(f: dict[str, Any], figs: list[Figure], site: str | None, dx_table: Diagnoses,
                        asked: Counter[str]) -> None:
     """The compartment the case's disease lies in (the table's site: a meningioma extra-axial, a colloid cyst
-    intraventricular), asked of the figure that shows the disease, where its caption does not put the finding in
+    intraventricular), asked of the figures a diagnosis item shows, where their captions do not put the finding in
     another compartment ("a suprasellar epidermoid": extra-axial by the table, sellar by where it lies; a neighbour
     both could name is no key) and the key is not already too common among compartment items."""
+    # (all of them, not the first alone: on one slice a faint finding left the default answer, intra-axial, the one
+    # a reader would give without seeing it, and a bone lesion barely showed on a sagittal T1: a clinical read)
     if site not in COMPARTMENTS:
         return
+    fig = figs[0]
     caption = own_sentences(fig) or fig.caption
     finding = _finding_sentence(caption)
     where = dx_table.site_of(_structure(caption, dx_table))
@@ -561,7 +564,8 @@ def _compartment_facts(f: dict[str, Any], fig: Figure, site: str | None, dx_tabl
     if site != "intra-axial" and not (LESION.search(finding) or site in {dx_table.site_of(s) for s in
                                                                           dx_table.mentioned(finding)}):
         return
-    if any(said.search(caption) for other, said in _SAID_SITE.items() if other != site):
+    captions = [own_sentences(g) or g.caption for g in figs]
+    if any(said.search(c) for c in captions for other, said in _SAID_SITE.items() if other != site):
         return
     counts = {s: asked[f"compartment:{s}"] for s in COMPARTMENTS}
     key, total, lead = f"compartment:{site}", sum(counts.values()), max(n for s, n in counts.items() if s != site)
@@ -569,7 +573,7 @@ def _compartment_facts(f: dict[str, Any], fig: Figure, site: str | None, dx_tabl
     if asked[key] > lead and asked[key] + 1 > MAX_COMPARTMENT_SHARE * (total + 1):
         return
     asked[key] += 1
-    f["image"]["compartment_figure"] = _evidence(fig)
+    f["image"]["compartment_figures"] = [_evidence(g) for g in figs]
     f["compartment"] = COMPARTMENTS[site]
     f["compartment_options"] = [v for k, v in COMPARTMENTS.items() if k != site]
 

@@ -146,6 +146,27 @@ def test_figures_under_one_caption_are_asked_together() -> None:
     assert "group_figures" not in f["image"]
 
 
+@pytest.mark.parametrize(("caption", "plane", "want"), [
+    ("T2 weighted image: hyperintense mass with oedema in the left frontal lobe.", "axial", "Left"),
+    ("T2 weighted image: abnormal hyperintensity of both thalami and the periaqueductal grey matter.", "coronal",
+     "Both sides"),
+    # a sagittal slice shows no side
+    ("T1 weighted image: hypointense mass with oedema in the left frontal lobe.", "sagittal", None),
+    # two sides named, neither as the finding's one side: no key
+    ("Increased T2 signal in the right temporal lobe and insula, right worse than left.", "axial", None),
+])
+def test_the_side_is_asked_only_where_the_figure_and_its_caption_show_one(caption: str, plane: str,
+                                                                           want: str | None) -> None:
+    f: dict = {"image": {}}
+    case = _figures("Glioblastoma", [("T2", caption)])
+    case.figures[0].plane = plane
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert f.get("side") == want
+    if want:
+        assert sorted([want, *f["side_options"]]) == ["Both sides", "Left", "Right"]
+        assert [e["series_id"] for e in f["image"]["side_figures"]] == ["f01"]
+
+
 def test_compartment_keys_spread_over_the_compartments() -> None:
     """Intra-axial diseases are most of a teaching file: one compartment leads the others by one at most, beyond
     its share."""

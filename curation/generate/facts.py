@@ -35,7 +35,7 @@ IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequen
                "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "dx_figure",
                "pair_first", "pair_second", "kind_figure", "other_figure", "dx_figures",
                "compartment_figures", "baseline_change", "followup_change", "consult_figures", "group_figures",
-               "other_kind_figure", "structure_figures")
+               "structure_figures", "side_figures")
 
 
 class LesionFacts(BaseModel):
@@ -132,6 +132,9 @@ class Facts(BaseModel):
     dx_reference: str | None = None
     pair_kind_names: list[str] | None = None
     structure_options: list[str] | None = None
+    side: str | None = None  # the side of the patient the key figure's finding lies on (teaching._side_facts)
+    side_options: list[str] | None = None
+    side_caption: str | None = None
     structure_caption: str | None = None  # the description the structure was read from
     consult_caption: str | None = None  # what the consult's images show (the key caption, or the group's)
     group_caption: str | None = None  # a caption written for two to four figures together (teaching._caption_group)
@@ -147,8 +150,6 @@ class Facts(BaseModel):
     pair_reference: str | None = None
     kind_asked: str | None = None
     kind_options: list[str] | None = None
-    other_kind_asked: str | None = None  # a second figure's, of another sequence
-    other_kind_options: list[str] | None = None
     compartment: str | None = None
     compartment_options: list[str] | None = None
     # fact -> why it was withheld although the case has it (a table's volume the image contradicts: visit_facts);

@@ -192,7 +192,9 @@ def _placed(caption: str, dx_table: Diagnoses) -> bool:
     """Whether a caption says where its finding lies (a structure it names; a side, where it also says what the
     finding is in two words): a reference that does not ("increased signal in R hemisphere") is too thin to grade a
     "what and where" answer by."""
-    side = bool(re.search(r"\b(left|right|bilateral|both|L|R)\b", caption))
+    # (a side of the brain alone is not a place: "in R cerebral hemisphere")
+    sided = re.sub(r"\b(?:left|right|L|R)\s+(?:cerebral\s+)?hemispheres?\b", "", caption)
+    side = bool(re.search(r"\b(left|right|bilateral|both|L|R)\b", sided))
     return bool(dx_table.mentioned(caption)) or (side and caption_score(caption) >= 2)
 
 
@@ -289,7 +291,15 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     group = _caption_group(usable, case, dx_table, deciding)
     if group:
         _group_facts(f, group, dx_table, asked)
-    _consult_facts(f, [shown[0]] if shown else group, deciding)
+    described = [([g], own_sentences(g)) for g in shown[:1]]
+    described += [([g], own_sentences(g)) for g in shown[1:] if g.figure_id == (f["image"].get("other_figure") or
+                                                                               {}).get("series_id")]
+    if group:
+        described.append((group, f["group_caption"]))
+    _side_facts(f, described, asked)
+    # (the key figure, else, or where only they show a kind that tells the disease, the figures of one caption)
+    tells = bool(shown) and (not deciding or shown[0].kind in deciding)
+    _consult_facts(f, [shown[0]] if shown and (tells or not group) else group, deciding)
     pair = _pair(scored, case, deciding)
     if pair is not None and deciding and not {pair[0].kind, pair[1].kind} & deciding:
         _withhold(f, "pair_reference")
@@ -417,6 +427,44 @@ def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnose
     _structure_facts(f, own_sentences(key), key.caption, [key], dx_table, asked)
 
 
+# the side a sentence puts its finding on: one side named and not the other, or both named as such
+_LEFT, _RIGHT = re.compile(r"\b(left|L)\b"), re.compile(r"\b(right|R)\b")
+_BOTH = re.compile(r"\b(bilateral(ly)?|both)\b", re.I)
+SIDES = {"left": "Left", "right": "Right", "both": "Both sides"}
+# a side leads the others by one key at most, beyond this share of the side items (three answers: chance 0.33)
+MAX_SIDE_SHARE = 0.4
+
+
+def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], asked: Counter[str]) -> None:
+    """The side of the patient a finding lies on, asked of figures (the key figure, the second, or the figures one
+    caption describes together) that are axial or coronal (a sagittal slice shows no side) and whose description
+    says it plainly: one side and not the other ("right worse than left" is no key), or both ("bilateral
+    thalami"). Of several, the one whose side has been the key least; the three answers are offered on every
+    item."""
+    found = []
+    for figs, text in described:
+        if any(g.plane not in ("axial", "coronal") for g in figs):
+            continue
+        sentence = _supporting_sentence(text)
+        left, right, both = (bool(x.search(sentence)) for x in (_LEFT, _RIGHT, _BOTH))
+        if both and not (left or right):
+            found.append(("both", figs, text))
+        elif not both and left != right:
+            found.append(("left" if left else "right", figs, text))
+    if not found:
+        return
+    side, figs, text = min(found, key=lambda x: asked[f"side:{x[0]}"])
+    counts = {k: asked[f"side:{k}"] for k in SIDES}
+    lead = max(n for k, n in counts.items() if k != side)
+    if counts[side] > lead and counts[side] + 1 > MAX_SIDE_SHARE * (sum(counts.values()) + 1):
+        return
+    asked[f"side:{side}"] += 1
+    f["side"] = SIDES[side]
+    f["side_options"] = [v for k, v in SIDES.items() if k != side]
+    f["side_caption"] = clip(text, 600)
+    f["image"]["side_figures"] = [_evidence(g) for g in figs]
+
+
 def _structure_facts(f: dict[str, Any], described: str, caption: str, figs: list[Figure], dx_table: Diagnoses,
                      asked: Counter[str]) -> None:
     """The structure a description puts its principal finding in, asked of the figures it describes, against the
@@ -500,19 +548,14 @@ def _sequence_facts(f: dict[str, Any], case: Case, told: list[Figure], kinds_ask
     ask = [fig for fig in mr if fig.kind not in told_kinds]
     # a sequence is asked only while it is at most two ahead of the least asked of the common ones: where cases
     # have only T1 or T2 images, asking each would make those the answer most of the time
-    # (a second figure of another sequence is asked too, under the same rule: the sequences a case shows are what a
-    # reader tells apart, each on its own figure)
-    for name in ("kind", "other_kind"):
-        ask.sort(key=lambda fig: (kinds_asked[fig.kind or ""], KIND_RARITY.index(fig.kind or "T2")))
-        floor = min(kinds_asked[k] for k in COMMON_KINDS)
-        if not ask or kinds_asked[ask[0].kind or ""] > floor + 2:
-            return
+    ask.sort(key=lambda fig: (kinds_asked[fig.kind or ""], KIND_RARITY.index(fig.kind or "T2")))
+    floor = min(kinds_asked[k] for k in COMMON_KINDS)
+    if ask and kinds_asked[ask[0].kind or ""] <= floor + 2:
         fig = ask[0]
-        ask = [g for g in ask if g.kind != fig.kind]
         kinds_asked[fig.kind or ""] += 1
-        f["image"][f"{name}_figure"] = _evidence(fig)
-        f[f"{name}_asked"] = kind_name(fig.kind or "")
-        f[f"{name}_options"] = _kind_options(fig, case, kinds_asked)
+        f["image"]["kind_figure"] = _evidence(fig)
+        f["kind_asked"] = kind_name(fig.kind or "")
+        f["kind_options"] = _kind_options(fig, case, kinds_asked)
 
 
 def _kind_options(fig: Figure, case: Case, kinds_asked: Counter[str]) -> list[str]:

@@ -152,6 +152,8 @@ def test_figures_under_one_caption_are_asked_together() -> None:
      "Both sides"),
     # a sagittal slice shows no side
     ("T1 weighted image: hypointense mass with oedema in the left frontal lobe.", "sagittal", None),
+    # a mass of a midline structure has no one side, whichever way it extends
+    ("T2 weighted image: cystic suprasellar mass with extension to the right temporal tip.", "axial", None),
     # two sides named, neither as the finding's one side: no key
     ("Increased T2 signal in the right temporal lobe and insula, right worse than left.", "axial", None),
 ])

@@ -296,7 +296,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
                                                                                {}).get("series_id")]
     if group:
         described.append((group, f["group_caption"]))
-    _side_facts(f, described, asked)
+    _side_facts(f, described, dx_table, asked)
     # (the key figure, else, or where only they show a kind that tells the disease, the figures of one caption)
     tells = bool(shown) and (not deciding or shown[0].kind in deciding)
     _consult_facts(f, [shown[0]] if shown and (tells or not group) else group, deciding)
@@ -435,7 +435,8 @@ SIDES = {"left": "Left", "right": "Right", "both": "Both sides"}
 MAX_SIDE_SHARE = 0.4
 
 
-def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], asked: Counter[str]) -> None:
+def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], dx_table: Diagnoses,
+                asked: Counter[str]) -> None:
     """The side of the patient a finding lies on, asked of figures (the key figure, the second, or the figures one
     caption describes together) that are axial or coronal (a sagittal slice shows no side) and whose description
     says it plainly: one side and not the other ("right worse than left" is no key), or both ("bilateral
@@ -446,6 +447,8 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], as
         if any(g.plane not in ("axial", "coronal") for g in figs):
             continue
         sentence = _supporting_sentence(text)
+        if any(dx_table.midline(n) for n in dx_table.mentioned(sentence)):
+            continue  # a mass of a midline structure has no one side ("suprasellar, extending to the right")
         left, right, both = (bool(x.search(sentence)) for x in (_LEFT, _RIGHT, _BOTH))
         if both and not (left or right):
             found.append(("both", figs, text))

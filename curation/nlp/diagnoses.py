@@ -41,6 +41,7 @@ class StructureEntry(BaseModel):
     aka: list[str]
     near: list[str]
     site: str | None = None  # the compartment the structure is (one of SITES)
+    midline: bool = False  # a structure on the midline (a mass in it has no one side)
 
 
 class DiagnosisTable(BaseModel):
@@ -156,6 +157,10 @@ class Diagnoses:
         """The compartment a structure is (the fourth ventricle: intraventricular), None where the table gives none."""
         e = self.table.structures.get(structure) if structure else None
         return e.site if e else None
+
+    def midline(self, structure: str) -> bool:
+        e = self.table.structures.get(structure)
+        return bool(e and e.midline)
 
     def near(self, structure: str) -> list[str]:
         e = self.table.structures.get(structure)

@@ -340,3 +340,17 @@ def test_a_second_sequence_of_a_reports_lesion_makes_a_sequence_item() -> None:
     assert items["lesion_recognition"].images == ["r/s1-DWI-002.png"]
     assert items["case_most_likely_diagnosis"].context.endswith("The sequence shown is DWI.")
     assert "sequence_identification" not in by_template(engine().generate(two_sequence_case(None))[0])
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("10 yo girl with known disease for routine followup None Provided",
+     "10 yo girl with known disease for routine followup"),
+    ("Headache for a week. N/A", "Headache for a week."),
+    ("Not provided. A 40 year old man with seizures.", "A 40 year old man with seizures."),
+    # a sentence that says something is not given is kept whole
+    ("The family history is not given much weight.", "The family history is not given much weight."),
+])
+def test_a_sources_blank_field_is_no_history(text: str, want: str) -> None:
+    """A blank field in a source's history ("None Provided", "N/A") says nothing of the patient; as item text it
+    would read as a template's missing value."""
+    assert clinical_context(text, KB) == want

@@ -152,8 +152,9 @@ def test_figures_under_one_caption_are_asked_together() -> None:
      "Both sides"),
     # a sagittal slice shows no side
     ("T1 weighted image: hypointense mass with oedema in the left frontal lobe.", "sagittal", None),
-    # a mass of a midline structure has no one side, whichever way it extends
+    # a mass of a midline structure has no one side, whichever way it extends; without a side it is on the midline
     ("T2 weighted image: cystic suprasellar mass with extension to the right temporal tip.", "axial", None),
+    ("T2 weighted image: rounded hyperintense mass in the anterior third ventricle.", "axial", "On the midline"),
     # two sides named, neither as the finding's one side: no key
     ("Increased T2 signal in the right temporal lobe and insula, right worse than left.", "axial", None),
 ])
@@ -165,7 +166,7 @@ def test_the_side_is_asked_only_where_the_figure_and_its_caption_show_one(captio
     teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
     assert f.get("side") == want
     if want:
-        assert sorted([want, *f["side_options"]]) == ["Both sides", "Left", "Right"]
+        assert sorted([want, *f["side_options"]]) == ["Both sides", "Left", "On the midline", "Right"]
         assert [e["series_id"] for e in f["image"]["side_figures"]] == ["f01"]
 
 

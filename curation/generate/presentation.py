@@ -13,6 +13,12 @@ FULL_DATE = re.compile(rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{
                        rf"|\b{_MONTH} \d{{1,2}},? \d{{4}}\b")
 
 
+# a source's blank field ("None provided.", "N/A"), which says nothing of the patient, wherever it stands
+# (capitalised, as a field's whole value is, and ending where a sentence may: "is not given much weight" is a sentence)
+BLANK_FIELD = re.compile(r"(?:^|(?<=\s))(?:(?:None|Not|Nothing)\s+(?i:provided|given|available|stated)|N/A)\.?"
+                         r"(?=\s+[A-Z]|\s*$)")
+
+
 def deid_artefacts(text: str) -> list[str]:
     """The placeholders and full dates in ``text`` (an item must have none)."""
     return PLACEHOLDER.findall(text) + FULL_DATE.findall(text)
@@ -26,7 +32,7 @@ def clinical_context(text: str, knowledge: dict[str, Any], who: str | None = Non
     stop = [re.compile(p, re.IGNORECASE) for p in knowledge.get("context_stop", [])]
     drop = [re.compile(p, re.IGNORECASE) for p in knowledge.get("context_drop", [])]
     kept = []
-    for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text.strip()):
+    for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z])", BLANK_FIELD.sub("", text).strip()):
         if any(c.search(sentence) for c in stop):
             break
         if any(c.search(sentence) for c in drop):

@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from curation.figure_kinds import all_kinds, kind_name, kinds_named
+from curation.generate.presentation import deid_artefacts
 from curation.nlp.diagnoses import Diagnoses, DiagnosisEntry, fold
 from curation.schema import Case, Evidence, Figure
 
@@ -430,26 +431,31 @@ def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnose
 # the side a sentence puts its finding on: one side named and not the other, or both named as such
 _LEFT, _RIGHT = re.compile(r"\b(left|L)\b"), re.compile(r"\b(right|R)\b")
 _BOTH = re.compile(r"\b(bilateral(ly)?|both)\b", re.I)
-SIDES = {"left": "Left", "right": "Right", "both": "Both sides"}
-# a side leads the others by one key at most, beyond this share of the side items (three answers: chance 0.33)
-MAX_SIDE_SHARE = 0.4
+SIDES = {"left": "Left", "right": "Right", "both": "Both sides", "midline": "On the midline"}
+# the share of the side items one side may be the key of (four answers: chance 0.25)
+MAX_SIDE_SHARE = 0.35
 
 
 def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], dx_table: Diagnoses,
                 asked: Counter[str]) -> None:
     """The side of the patient a finding lies on, asked of figures (the key figure, the second, or the figures one
     caption describes together) that are axial or coronal (a sagittal slice shows no side) and whose description
-    says it plainly: one side and not the other ("right worse than left" is no key), or both ("bilateral
-    thalami"). Of several, the one whose side has been the key least; the three answers are offered on every
-    item."""
+    says it plainly: one side and not the other ("right worse than left" is no key), both ("bilateral thalami"),
+    or the midline (a finding in a midline structure, no side named). Of several, the one whose side has been the
+    key least; the four answers are offered on every item."""
     found = []
     for figs, text in described:
-        if any(g.plane not in ("axial", "coronal") for g in figs):
-            continue
+        if any(g.plane not in ("axial", "coronal") for g in figs) or deid_artefacts(text):
+            continue  # (a description that de-identification left a placeholder in is no reference to show)
         sentence = _supporting_sentence(text)
-        if any(dx_table.midline(n) for n in dx_table.mentioned(sentence)):
-            continue  # a mass of a midline structure has no one side ("suprasellar, extending to the right")
         left, right, both = (bool(x.search(sentence)) for x in (_LEFT, _RIGHT, _BOTH))
+        where = dx_table.structure(sentence)
+        if where and dx_table.midline(where):
+            if not (left or right or both):
+                found.append(("midline", figs, text))
+            continue  # a mass of a midline structure has no one side ("suprasellar, extending to the right")
+        if any(dx_table.midline(n) for n in dx_table.mentioned(sentence)):
+            continue
         if both and not (left or right):
             found.append(("both", figs, text))
         elif not both and left != right:
@@ -458,8 +464,11 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], dx
         return
     side, figs, text = min(found, key=lambda x: asked[f"side:{x[0]}"])
     counts = {k: asked[f"side:{k}"] for k in SIDES}
-    lead = max(n for k, n in counts.items() if k != side)
-    if counts[side] > lead and counts[side] + 1 > MAX_SIDE_SHARE * (sum(counts.values()) + 1):
+    # left and right, the common keys, within one of each other, and no key beyond its share once there are a few
+    # (a finding on both sides or the midline is rarer: a guesser choosing between left and right would otherwise
+    # beat the four options' chance by 0.17, on one layout)
+    mirror = {"left": "right", "right": "left"}.get(side)
+    if mirror and counts[side] > counts[mirror]:
         return
     asked[f"side:{side}"] += 1
     f["side"] = SIDES[side]

@@ -155,6 +155,8 @@ def test_figures_under_one_caption_are_asked_together() -> None:
     # a mass of a midline structure has no one side, whichever way it extends; without a side it is on the midline
     ("T2 weighted image: cystic suprasellar mass with extension to the right temporal tip.", "axial", None),
     ("T2 weighted image: rounded hyperintense mass in the anterior third ventricle.", "axial", "On the midline"),
+    # the side of an extension is not where the finding lies
+    ("T2 weighted image: abnormal signal in the interpeduncular cistern, extending toward the right.", "axial", None),
     # two sides named, neither as the finding's one side: no key
     ("Increased T2 signal in the right temporal lobe and insula, right worse than left.", "axial", None),
 ])
@@ -168,6 +170,21 @@ def test_the_side_is_asked_only_where_the_figure_and_its_caption_show_one(captio
     if want:
         assert sorted([want, *f["side_options"]]) == ["Both sides", "Left", "On the midline", "Right"]
         assert [e["series_id"] for e in f["image"]["side_figures"]] == ["f01"]
+
+
+def test_no_side_where_the_case_puts_its_findings_on_both_sides() -> None:
+    """A case whose other captions put an abnormality on the other side (a second finding, or a source that
+    contradicts itself) asks no side."""
+    case = _figures("Hypertensive intracerebral haemorrhage", [
+        ("CT", "Noncontrast CT: acute hyperdense haematoma in the right basal ganglia with surrounding oedema."),
+        ("T2", "T2 weighted image: old haemorrhage with a hypointense rim in the left basal ganglia.")])
+    f: dict = {"image": {}}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert "key_caption" in f and "side" not in f
+    del case.figures[1]
+    f = {"image": {}}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert f["side"] == "Right"
 
 
 def test_compartment_keys_spread_over_the_compartments() -> None:

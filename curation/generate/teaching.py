@@ -297,7 +297,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
                                                                                {}).get("series_id")]
     if group:
         described.append((group, f["group_caption"]))
-    _side_facts(f, described, dx_table, asked)
+    _side_facts(f, described, case, dx_table, asked)
     # (the key figure, else, or where only they show a kind that tells the disease, the figures of one caption)
     tells = bool(shown) and (not deciding or shown[0].kind in deciding)
     _consult_facts(f, [shown[0]] if shown and (tells or not group) else group, deciding)
@@ -436,7 +436,24 @@ SIDES = {"left": "Left", "right": "Right", "both": "Both sides", "midline": "On 
 MAX_SIDE_SHARE = 0.35
 
 
-def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], dx_table: Diagnoses,
+# a side said of where a finding extends or what else it touches, not of where it lies
+_SIDE_OF_EXTENSION = re.compile(r"\b(?:extend\w*|extension|spread\w*|toward\w*|into)\b[^.;]*\b(?:left|right|L|R)\b")
+
+
+def _sides_said(case: Case) -> set[str]:
+    """The one side each abnormality sentence of the case's captions and findings names, where it names one."""
+    said = set()
+    texts = [g.caption for g in case.figures] + [case.sections.get("findings", "")]
+    for sentence in (x for t in texts for x in re.split(r"(?<=[.!?;])\s+|\n+", t)):
+        if not ABNORMAL.search(sentence) or NEGATED.search(sentence):
+            continue  # (an old or incidental finding counts: a reader may take it for the principal one)
+        left, right = bool(_LEFT.search(sentence)), bool(_RIGHT.search(sentence))
+        if left != right:
+            said.add("left" if left else "right")
+    return said
+
+
+def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], case: Case, dx_table: Diagnoses,
                 asked: Counter[str]) -> None:
     """The side of the patient a finding lies on, asked of figures (the key figure, the second, or the figures one
     caption describes together) that are axial or coronal (a sagittal slice shows no side) and whose description
@@ -448,6 +465,8 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], dx
         if any(g.plane not in ("axial", "coronal") for g in figs) or deid_artefacts(text):
             continue  # (a description that de-identification left a placeholder in is no reference to show)
         sentence = _supporting_sentence(text)
+        if _SIDE_OF_EXTENSION.search(sentence):
+            continue  # "in the interpeduncular cistern, extending toward the right": the side of a part
         left, right, both = (bool(x.search(sentence)) for x in (_LEFT, _RIGHT, _BOTH))
         where = dx_table.structure(sentence)
         if where and dx_table.midline(where):
@@ -458,7 +477,9 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], dx
             continue
         if both and not (left or right):
             found.append(("both", figs, text))
-        elif not both and left != right:
+        elif not both and left != right and _sides_said(case) == {"left" if left else "right"}:
+            # (a case whose text puts its findings on the other side too, elsewhere, contradicts itself or holds
+            # a second finding a reader could take for the principal one: no key)
             found.append(("left" if left else "right", figs, text))
     if not found:
         return

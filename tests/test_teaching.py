@@ -130,6 +130,18 @@ def test_a_diagnosis_is_asked_only_of_images_that_can_tell_it() -> None:
     assert f["image"]["consult_figures"][0]["series_id"] == "f02"
 
 
+def test_a_withheld_diagnosis_leaves_its_key_slot_to_a_case_that_can_show_it() -> None:
+    """Each diagnosis is the key of a few items at most; cases whose images cannot tell it do not use them up."""
+    d, asked = Diagnoses(DIAGNOSES), Counter()
+    t2 = ("T2", "T2 weighted image: heterogeneous hyperintense mass with oedema in the left frontal lobe.")
+    t1c = ("T1C", "T1 weighted image after gadolinium: irregular ring-enhancing mass in the left frontal lobe.")
+    for _ in range(4):
+        teaching_facts({"image": {}}, _figures("Glioblastoma", [t2]), d, asked)
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Glioblastoma", [t2, t1c]), d, asked)
+    assert f.get("dx_with_history") == "Glioblastoma" and "dx_figures" in f["image"]
+
+
 def test_figures_under_one_caption_are_asked_together() -> None:
     """Two to six figures whose author wrote one caption for them are one finding item (the first four shown), with
     that caption as the reference; a caption under more figures than that describes a series, not these images."""
@@ -151,14 +163,25 @@ def test_figures_under_one_caption_are_asked_together() -> None:
     ("T2 weighted image: abnormal hyperintensity of both thalami and the periaqueductal grey matter.", "coronal",
      "Both sides"),
     # a sagittal slice shows no side
-    ("T1 weighted image: hypointense mass with oedema in the left frontal lobe.", "sagittal", None),
+    ("T2 weighted image: hyperintense mass with oedema in the left frontal lobe.", "sagittal", None),
+    # capitalised sides, and the other side named as what the mass acts on: no key
+    ("T2 weighted image: Right frontal haematoma with oedema and mass effect on the left lateral ventricle.", "axial",
+     None),
+    ("T2 weighted image: Right frontal haematoma with surrounding oedema.", "axial", "Right"),
+    # "both" of tissues, not of sides
+    ("T2 weighted image: expansile hyperintense lesion of the pons involving both grey and white matter.", "axial",
+     None),
     # a mass of a midline structure has no one side, whichever way it extends; without a side it is on the midline
     ("T2 weighted image: cystic suprasellar mass with extension to the right temporal tip.", "axial", None),
+    ("T2 weighted image: cystic hyperintense suprasellar mass, larger on the right.", "axial", None),
+    ("T2 weighted image: abnormal signal in the interpeduncular cistern, extending 1.5 cm to the right.", "axial",
+     None),
     ("T2 weighted image: rounded hyperintense mass in the anterior third ventricle.", "axial", "On the midline"),
     # the side of an extension is not where the finding lies
     ("T2 weighted image: abnormal signal in the interpeduncular cistern, extending toward the right.", "axial", None),
     # two sides named, neither as the finding's one side: no key
-    ("Increased T2 signal in the right temporal lobe and insula, right worse than left.", "axial", None),
+    ("T2 weighted image: hyperintense oedema in the right temporal lobe and insula, right worse than left.", "axial",
+     None),
 ])
 def test_the_side_is_asked_only_where_the_figure_and_its_caption_show_one(caption: str, plane: str,
                                                                            want: str | None) -> None:
@@ -166,6 +189,7 @@ def test_the_side_is_asked_only_where_the_figure_and_its_caption_show_one(captio
     case = _figures("Glioblastoma", [("T2", caption)])
     case.figures[0].plane = plane
     teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert "key_caption" in f  # the figure is described: the side alone decides
     assert f.get("side") == want
     if want:
         assert sorted([want, *f["side_options"]]) == ["Both sides", "Left", "On the midline", "Right"]

@@ -132,12 +132,12 @@ class Facts(BaseModel):
     dx_reference: str | None = None
     pair_kind_names: list[str] | None = None
     structure_options: list[str] | None = None
-    side: str | None = None  # the side of the patient the key figure's finding lies on (teaching._side_facts)
+    side: str | None = None  # the side of the patient a described figure's finding lies on (teaching._side_facts)
     side_options: list[str] | None = None
     side_caption: str | None = None
     structure_caption: str | None = None  # the description the structure was read from
     consult_caption: str | None = None  # what the consult's images show (the key caption, or the group's)
-    group_caption: str | None = None  # a caption written for two to four figures together (teaching._caption_group)
+    group_caption: str | None = None  # a caption written for two to six figures together (teaching._caption_group)
     group_caption_first: str | None = None
     group_image_count: str | None = None
     findings_report: str | None = None

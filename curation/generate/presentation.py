@@ -14,9 +14,10 @@ FULL_DATE = re.compile(rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{
 
 
 # a source's blank field ("None provided.", "N/A"), which says nothing of the patient, wherever it stands
-# (capitalised, as a field's whole value is, and ending where a sentence may: "is not given much weight" is a sentence)
-BLANK_FIELD = re.compile(r"(?:^|(?<=\s))(?:(?:None|Not|Nothing)\s+(?i:provided|given|available|stated)|N/A)\.?"
-                         r"(?=\s+[A-Z]|\s*$)")
+# (capitalised, as a field's whole value is, with the field's label if it has one ("PMH: None provided."), and ending
+# where a sentence may: "is not given much weight" is a sentence)
+BLANK_FIELD = re.compile(r"(?:^|(?<=\s))(?:[A-Z][A-Za-z ]{0,24}:\s*)?(?:(?:None|Not|Nothing)\s+"
+                         r"(?i:provided|given|available|stated)|N/A)\.?(?=\s+[A-Z0-9]|\s*$)")
 
 
 def deid_artefacts(text: str) -> list[str]:

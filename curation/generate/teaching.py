@@ -194,8 +194,8 @@ def _placed(caption: str, dx_table: Diagnoses) -> bool:
     finding is in two words): a reference that does not ("increased signal in R hemisphere") is too thin to grade a
     "what and where" answer by."""
     # (a side of the brain alone is not a place: "in R cerebral hemisphere")
-    sided = re.sub(r"\b(?:left|right|L|R)\s+(?:cerebral\s+)?hemispheres?\b", "", caption)
-    side = bool(re.search(r"\b(left|right|bilateral|both|L|R)\b", sided))
+    sided = re.sub(r"\b(?:(?i:left|right)|L|R)\s+(?:cerebral\s+)?hemispheres?\b", "", caption)
+    side = bool(_LEFT.search(sided) or _RIGHT.search(sided) or _BOTH.search(sided))
     return bool(dx_table.mentioned(caption)) or (side and caption_score(caption) >= 2)
 
 
@@ -384,6 +384,8 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
     figs += [g for g in more if g not in figs][:3 - len(figs)]
     if deciding and not {g.kind for g in figs} & deciding:
         _withhold(f, "image.dx_figures")
+        if dx and ("dx_direct" in f or "dx_with_history" in f):
+            asked[dx] -= 1  # the slot a diagnosis key takes (MAX_SAME_DX) goes to a case that can show it
     else:
         f["image"]["dx_figures"] = [_evidence(g) for g in figs]
     for g in figs:
@@ -428,16 +430,19 @@ def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnose
     _structure_facts(f, own_sentences(key), key.caption, [key], dx_table, asked)
 
 
-# the side a sentence puts its finding on: one side named and not the other, or both named as such
-_LEFT, _RIGHT = re.compile(r"\b(left|L)\b"), re.compile(r"\b(right|R)\b")
-_BOTH = re.compile(r"\b(bilateral(ly)?|both)\b", re.I)
+# the side a sentence puts its finding on: one side named and not the other ("Left" or "left"; "L" and "R" as
+# capitals alone), or both named as such ("bilateral", "both thalami", not "both grey and white matter")
+_LEFT = re.compile(r"\b(?:(?i:left)|L)\b")
+_RIGHT = re.compile(r"\b(?:(?i:right)|R)\b")
+_BOTH = re.compile(r"\bbilateral(?:ly)?\b|\bboth\s+(?:\w+\s+){0,2}?(?:sides|hemispheres|thalami|ventricles|lobes|"
+                   r"putamina|hippocampi|orbits|globes|nerves|cerebellar hemispheres|basal ganglia|caudate nuclei|"
+                   r"temporal|frontal|parietal|occipital)\b", re.I)
 SIDES = {"left": "Left", "right": "Right", "both": "Both sides", "midline": "On the midline"}
-# the share of the side items one side may be the key of (four answers: chance 0.25)
-MAX_SIDE_SHARE = 0.35
 
 
-# a side said of where a finding extends or what else it touches, not of where it lies
-_SIDE_OF_EXTENSION = re.compile(r"\b(?:extend\w*|extension|spread\w*|toward\w*|into)\b[^.;]*\b(?:left|right|L|R)\b")
+# a side said of where a finding extends or what else it touches, not of where it lies (the description is one
+# sentence here: "extending 1.5 cm to the right" holds a decimal point)
+_SIDE_OF_EXTENSION = re.compile(r"\b(?i:extend\w*|extension|spread\w*|toward\w*|into)\b.*\b(?:(?i:left|right)|L|R)\b")
 
 
 def _sides_said(case: Case) -> set[str]:
@@ -485,9 +490,9 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], ca
         return
     side, figs, text = min(found, key=lambda x: asked[f"side:{x[0]}"])
     counts = {k: asked[f"side:{k}"] for k in SIDES}
-    # left and right, the common keys, within one of each other, and no key beyond its share once there are a few
-    # (a finding on both sides or the midline is rarer: a guesser choosing between left and right would otherwise
-    # beat the four options' chance by 0.17, on one layout)
+    # left and right, the common keys, within one of each other (a guesser choosing between them beat the four
+    # options' chance by 0.17 on one layout where left led by two; a finding on both sides or on the midline is
+    # rarer and is asked wherever a case has one)
     mirror = {"left": "right", "right": "left"}.get(side)
     if mirror and counts[side] > counts[mirror]:
         return
@@ -516,8 +521,9 @@ def _structure_facts(f: dict[str, Any], described: str, caption: str, figs: list
 
 
 def _caption_group(usable: list[Figure], case: Case, dx_table: Diagnoses, deciding: set[str]) -> list[Figure]:
-    """The figures one caption was written for (two to four: the slices or sequences of a series its author
-    described together; the usable ones of them), where that caption fully describes a finding on the kinds they are.
+    """The figures one caption was written for (two to six: the slices or sequences of a series its author
+    described together; the usable ones of them, the first four shown), where that caption fully describes a finding
+    on the kinds they are.
     Shown together they show what the caption says, which no one of them need show alone. Of several, a group with
     a kind that tells the disease from its mimics first, then the fuller caption."""
     groups: dict[str, list[Figure]] = {}

@@ -157,8 +157,6 @@ class ModelSpec(Section):
     api_key_env: str = "OPENAI_API_KEY"
 
 
-BlindBaseline = Literal["majority_answer", "answer_position", "longest_option", "stem_overlap", "stated_in_context",
-                        "same_stem_answer", "context_numbers"]
 ImageCondition = Literal["no_image", "own_image", "swapped_image", "blank_image"]
 
 
@@ -172,10 +170,9 @@ class ValidityParams(Section):
     # above the threshold only when the interval's lower end is (a few items cannot block it by noise); 0: the point
     confidence: float = Field(0.95, ge=0, lt=1)
     block: bool = True  # false: report only; the release then refuses such templates unless it allows them by name
-    # on a tie the first listed names the reason, so the most specific cue comes first
-    baselines: list[BlindBaseline] = Field(default_factory=lambda: [
-        "stated_in_context", "majority_answer", "same_stem_answer", "longest_option", "answer_position",
-        "stem_overlap", "context_numbers"])
+    # the blind baselines run (modules of curation/quality/baselines): "all", in each one's order, or a list by name,
+    # in the order given; on a tie the first names the reason, so the most specific cue comes first
+    baselines: Literal["all"] | list[str] = "all"
     models: list[ModelSpec] = Field(default_factory=list)  # empty: the llm section's model, when one is configured
     conditions: list[ImageCondition] = Field(default_factory=lambda: [
         "no_image", "own_image", "swapped_image", "blank_image"])

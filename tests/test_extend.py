@@ -246,6 +246,62 @@ def test_a_new_gate_is_its_module(tmp_path: Path) -> None:
     assert _changed(repo) == ["?? curation/quality/item_gates/capitals.py"]
 
 
+BASELINE = '''"""The shortest option: a key written more tersely than its distractors."""
+
+from __future__ import annotations
+
+from curation.quality.baselines import Baseline, Corpus, argmax
+from curation.schema import Item
+
+
+def pick(item: Item, c: Corpus) -> list[int]:
+    return argmax([1 / max(1, len(o.strip())) for o in item.options])
+
+
+BASELINE = Baseline("shortest_option", 45, pick)
+'''
+WRITE_TERSE_ITEMS = '''
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from curation.jsonio import write_jsonl
+from curation.schema import Evidence, Generator, Item
+
+items = []
+for n in range(12):
+    img = f"img/{n}.png"
+    Path("img").mkdir(exist_ok=True)
+    Image.fromarray(np.full((32, 32), 20 + 15 * n, np.uint8)).save(img)
+    options = [f"a long description number {n} of what is seen", f"another long account {n} of the image", f"k{n}"]
+    at = n % 3
+    options[at], options[2] = options[2], options[at]
+    items.append(Item(item_id=f"itm-{n}", case_id=f"case-{n}", source="medpix", task_type="lesion_recognition",
+                      format="mcq", question="What does the image show?", options=options, answer=f"k{n}",
+                      answer_index=at, images=[img], evidence=[Evidence(image=img, plane="axial")],
+                      license="x", template_id="terse", split="test",
+                      generator=Generator(kind="template", template_id="terse", template_version="1")))
+write_jsonl(Path("generate/items.jsonl"), items)
+'''
+
+
+def test_a_new_blind_baseline_is_its_module(tmp_path: Path) -> None:
+    """A baseline module is run by filter (params: all) and named as the template's best where it is."""
+    repo = _copy(tmp_path / "repo")
+    (repo / "curation/quality/baselines/shortest_option.py").write_text(BASELINE, encoding="utf-8")
+    (repo / "generate").mkdir()
+    _ok([sys.executable, "-c", WRITE_TERSE_ITEMS], repo)
+    _run([sys.executable, "-m", "curation.cli", "filter", "generate", "filtered", "--report", "filter.json",
+          "--validity", "validity.json"], repo)
+    validity = json.loads((repo / "validity.json").read_text(encoding="utf-8"))
+    assert "shortest_option" in validity["baselines"], validity["baselines"]
+    terse = validity["templates"]["terse"]
+    assert terse["best_blind_baseline"] == "shortest_option" and terse["blind_baselines"]["shortest_option"] == 1.0
+    assert terse["blocked"], terse
+    assert _changed(repo) == ["?? curation/quality/baselines/shortest_option.py"]
+
+
 TEMPLATE = '''# Acquisition: the plane an image is shown in (an open question; the image decides it).
 - id: image_plane
   version: 1

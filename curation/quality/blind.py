@@ -1,142 +1,42 @@
 """Blind baselines: how well an item can be answered from its text alone, measured per template against chance,
 with the cue metrics (key length, stem overlap, answer letters) and effective items.
 
-A blind baseline answers every item of a template from its text alone by one fixed rule. Each baseline picks a
-set of options (ties stay tied) and scores the expected accuracy of picking among them at random; a rule that has
-nothing to go on picks uniformly, i.e. scores chance. Baselines that learn from other items (the template's
-majority answer or letter, the answer of items with the same stem) leave the item itself out, so a template with
-balanced answers scores at or below chance on them. A template whose best baseline beats chance by more than
-``filter.validity.max_blind_lift`` is blocked: every item of it is rejected with that baseline as the reason.
+A blind baseline (one module of ``quality.baselines`` each) answers every item of a template from its text alone by
+one fixed rule. Each baseline picks a set of options (ties stay tied) and scores the expected accuracy of picking
+among them at random; a rule that has nothing to go on picks uniformly, i.e. scores chance. A template whose best
+baseline beats chance by more than ``filter.validity.max_blind_lift`` is blocked: every item of it is rejected with
+that baseline as the reason.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
+from curation.errors import ParamsError
 from curation.params import ValidityParams
-from curation.quality.items import is_mcq, mean, stated, template_key, visible_text, words
+from curation.quality.baselines import Corpus, Pick, baselines, by_name
+from curation.quality.items import is_mcq, mean, template_key, visible_text, words
 from curation.schema import Item
 from curation.text import LETTERS, plain
 
-
-@dataclass
-class Corpus:
-    """What the leave-one-out baselines learn from: answers and letters per template, answers per stem."""
-
-    answers: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
-    letters: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
-    stems: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
-    # per template: (item id, the numbers its visible text states, its answer), for context_numbers
-    numeric: dict[str, list[tuple[str, list[float], str]]] = field(default_factory=lambda: defaultdict(list))
-    synonyms: list[set[str]] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, items: Iterable[Item], synonyms: list[set[str]] | None = None) -> Corpus:
-        c = cls(synonyms=synonyms or [])
-        for i in items:
-            c.answers[template_key(i)][plain(i.answer)] += 1
-            c.stems[plain(i.question)][plain(i.answer)] += 1
-            c.numeric[template_key(i)].append((i.item_id, context_numbers_of(i), plain(i.answer)))
-            if is_mcq(i):
-                c.letters[template_key(i)][LETTERS[i.answer_index or 0]] += 1
-        return c
-
-    def others(self, counts: Counter[str], own: str) -> Counter[str]:
-        out = Counter(counts)
-        out[own] -= 1
-        return +out
+BASELINES: dict[str, Pick] = {b.name: b.pick for b in baselines()}
+# open and multi-turn items have no options: the baselines that can still guess an answer
+OPEN_BASELINES = tuple(b.name for b in baselines() if b.open is not None)
 
 
-Pick = Callable[[Item, Corpus], list[int]]  # the option indexes a baseline picks among (empty: no idea)
-
-
-def _argmax(scores: list[float]) -> list[int]:
-    top = max(scores, default=0)
-    return [n for n, s in enumerate(scores) if s == top] if top > 0 else []
-
-
-def majority_answer(item: Item, c: Corpus) -> list[int]:
-    seen = c.others(c.answers[template_key(item)], plain(item.answer))
-    return _argmax([seen[plain(o)] for o in item.options])
-
-
-def answer_position(item: Item, c: Corpus) -> list[int]:
-    seen = c.others(c.letters[template_key(item)], LETTERS[item.answer_index or 0])
-    return _argmax([seen[LETTERS[n]] for n in range(len(item.options))])
-
-
-def longest_option(item: Item, c: Corpus) -> list[int]:
-    return _argmax([len(o.strip()) for o in item.options])
-
-
-def stem_overlap(item: Item, c: Corpus) -> list[int]:
-    stem = words(visible_text(item))
-    return _argmax([len(words(o) & stem) for o in item.options])
-
-
-def stated_in_context(item: Item, c: Corpus) -> list[int]:
-    hay = plain(visible_text(item))
-
-    def said(option: str) -> bool:
-        forms = {plain(option)}
-        for g in c.synonyms:
-            if plain(option) in g:
-                forms |= {t for t in g if len(t) >= 4}
-        return any(stated(f, hay) for f in forms)
-
-    return [n for n, o in enumerate(item.options) if said(o)]
-
-
-def same_stem_answer(item: Item, c: Corpus) -> list[int]:
-    seen = c.others(c.stems[plain(item.question)], plain(item.answer))
-    return _argmax([seen[plain(o)] for o in item.options])
-
-
-NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])")
-
-
-def context_numbers_of(item: Item) -> list[float]:
-    """The numbers an item's visible text states (an age, a score, a duration), in order."""
-    return [float(x) for x in NUMBER.findall(visible_text(item))]
-
-
-def nearest_answers(item: Item, c: Corpus) -> list[str]:
-    """The answers of the template's other items whose stated numbers are nearest this item's (each number scaled
-    by its range over the template; ties all kept): what a reader who maps a score or an age to the key, without
-    the image, would answer. Empty when the text states no number or no other item states as many."""
-    own = context_numbers_of(item)
-    rows = [(nums, ans) for iid, nums, ans in c.numeric[template_key(item)] if len(nums) == len(own)]
-    peers = [(nums, ans) for (iid, nums, ans) in c.numeric[template_key(item)]
-             if iid != item.item_id and len(nums) == len(own)]
-    if not own or not peers:
-        return []
-    spans = [(max(r[0][k] for r in rows) - min(r[0][k] for r in rows)) or 1.0 for k in range(len(own))]
-    dist = [(sum(abs(a - b) / w for a, b, w in zip(nums, own, spans, strict=True)), ans) for nums, ans in peers]
-    best = min(d for d, _ in dist)
-    return sorted({ans for d, ans in dist if d <= best + 1e-9})
-
-
-def context_numbers(item: Item, c: Corpus) -> list[int]:
-    """The option that the nearest other items by stated numbers were keyed (see nearest_answers)."""
-    near = set(nearest_answers(item, c))
-    return [n for n, o in enumerate(item.options) if plain(o) in near]
-
-
-BASELINES: dict[str, Pick] = {
-    "majority_answer": majority_answer,
-    "answer_position": answer_position,
-    "longest_option": longest_option,
-    "stem_overlap": stem_overlap,
-    "stated_in_context": stated_in_context,
-    "same_stem_answer": same_stem_answer,
-    "context_numbers": context_numbers,
-}
-# open and multi-turn items have no options: the baselines that can still guess an answer, and how
-OPEN_BASELINES = ("majority_answer", "stated_in_context", "same_stem_answer", "context_numbers")
+def selected(names: str | list[str]) -> list[str]:
+    """The baselines ``filter.validity.baselines`` names: every one (``all``) in its order, or those listed, in the
+    order listed."""
+    known = by_name()
+    if names == "all":
+        return list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ParamsError(f"filter.validity.baselines: no baseline {', '.join(map(repr, unknown))} "
+                          f"(known: {', '.join(known)})")
+    return list(names)
 
 
 def expected_correct(picked: list[int], item: Item) -> float:
@@ -147,20 +47,9 @@ def expected_correct(picked: list[int], item: Item) -> float:
 
 
 def open_guess(name: str, item: Item, c: Corpus) -> float:
-    """Blind accuracy on an item without options: the most common other answer (ties shared), or the answer
-    stated in the visible text."""
-    if name == "stated_in_context":
-        return float(stated(item.answer, plain(visible_text(item))) and len(plain(item.answer)) >= 4)
-    if name == "context_numbers":
-        near = nearest_answers(item, c)
-        return (plain(item.answer) in near) / len(near) if near else 0.0
-    counts = c.answers[template_key(item)] if name == "majority_answer" else c.stems[plain(item.question)]
-    seen = c.others(counts, plain(item.answer))
-    if not seen:
-        return 0.0
-    top = max(seen.values())
-    tied = [a for a, v in seen.items() if v == top]
-    return (plain(item.answer) in tied) / len(tied)
+    """Blind accuracy of baseline ``name`` on an item without options."""
+    guess = by_name()[name].open
+    return guess(item, c) if guess is not None else 0.0
 
 
 def chance(item: Item, vocabulary: int) -> float:
@@ -208,15 +97,16 @@ def measure_blind(items: list[Item], params: ValidityParams, synonyms: list[set[
     """Per template: items, chance, each blind baseline's accuracy, the best and its lift over chance, cue
     metrics and effective items."""
     corpus = Corpus.of(items, synonyms)
+    names = selected(params.baselines)
     by_t: dict[str, list[Item]] = defaultdict(list)
     for i in items:
         by_t[template_key(i)].append(i)
     out: dict[str, dict[str, Any]] = {}
     for t, its in sorted(by_t.items()):
         vocab = len({plain(i.answer) for i in its})
-        accs: dict[str, list[float]] = {b: [] for b in params.baselines}
+        accs: dict[str, list[float]] = {b: [] for b in names}
         for i in its:
-            for b in params.baselines:
+            for b in names:
                 if is_mcq(i):
                     accs[b].append(expected_correct(BASELINES[b](i, corpus), i))
                 elif b in OPEN_BASELINES:

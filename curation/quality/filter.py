@@ -177,7 +177,7 @@ def _mark_kept(item: Item, key: str, t: dict[str, Any], params: FilterParams) ->
 def _validity_record(params: FilterParams, m: _Measured, kept: list[Item], valid: list[Item]) -> dict[str, Any]:
     """validity.json: the thresholds, the overall and per-template blind measures, the model baselines, difficulty
     by model and the leaks found."""
-    from curation.quality.blind import effective_items, overall_blind
+    from curation.quality.blind import effective_items, overall_blind, selected
     from curation.quality.items import template_key
     from curation.quality.validity import difficulty_by_model
 
@@ -188,7 +188,7 @@ def _validity_record(params: FilterParams, m: _Measured, kept: list[Item], valid
     return {
         "max_blind_lift": params.validity.max_blind_lift, "confidence": params.validity.confidence,
         "block": params.validity.block,
-        "baselines": list(params.validity.baselines),
+        "baselines": selected(params.validity.baselines),
         "overall": {**overall_blind(m.measured, templates),
                     "kept_items": len(kept), "kept_effective_items": effective_items(kept),
                     "templates_above_threshold": sorted(k for k, e in templates.items() if e["above_threshold"]),

@@ -11,7 +11,8 @@ does), one under ``if TYPE_CHECKING:`` does not. The command is the one the stag
 ``curate`` app; in the CLI's modules only that command's body counts, not the other commands beside it. A data file
 (any file under curation/ that is not Python, or a folder holding no Python) counts when a module of the closure
 names it in a string (``with_name("leak_rules.yaml")``, ``joinpath("ingest", "specs", ...)``). A package that walks
-its own folder (``pkgutil.iter_modules``: a registry, such as ``quality/item_gates``) imports every module in it. A
+its own folder (its ``__init__`` hands on its ``__path__``, to ``pkgutil.iter_modules`` or to a helper that walks it:
+a registry, such as ``quality/item_gates``) imports every module in it. A
 folder whose every file is in the closure is listed as the folder, which DVC hashes as one dependency.
 
 The unit is the module: all its imports count, those in a function the stage never calls too (release build lists
@@ -106,8 +107,7 @@ def _imported(name: str, path: Path, tree: ast.Module, skip: set[str], modules: 
                 base = ".".join([*anchor, *([base] if base else [])])
             out.add(base)
             out.update(f"{base}.{alias.name}" for alias in node.names)
-    if path.name == "__init__.py" and any(isinstance(n, ast.Attribute) and n.attr == "iter_modules"
-                                          for n in ast.walk(tree)):
+    if path.name == "__init__.py" and any(isinstance(n, ast.Name) and n.id == "__path__" for n in ast.walk(tree)):
         # a registry (quality/item_gates): the package imports each module beside it by walking its own folder
         out.update(m for m in modules if m.rpartition(".")[0] == name)
     closed: set[str] = set()

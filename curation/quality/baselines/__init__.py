@@ -11,14 +11,13 @@ Adding a baseline is adding a module (the smallest: ``longest_option.py``)."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from curation.quality import registered
 from curation.quality.items import is_mcq, template_key, visible_text
 from curation.schema import Item
 from curation.text import LETTERS, plain
@@ -90,13 +89,7 @@ def most_common_other(counts: Counter[str], item: Item, c: Corpus) -> float:
 @lru_cache(maxsize=1)
 def baselines() -> tuple[Baseline, ...]:
     """Every baseline of this package, in order."""
-    found = []
-    for mod in pkgutil.iter_modules(__path__):
-        b = getattr(importlib.import_module(f"{__name__}.{mod.name}"), "BASELINE", None)
-        if not isinstance(b, Baseline):
-            raise TypeError(f"{__name__}.{mod.name} defines no BASELINE (a Baseline)")
-        found.append(b)
-    return tuple(sorted(found, key=lambda b: (b.order, b.name)))
+    return registered(__name__, __path__, "BASELINE", Baseline)
 
 
 def by_name() -> dict[str, Baseline]:

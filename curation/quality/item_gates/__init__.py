@@ -9,12 +9,11 @@ Adding a gate is adding a module (the smallest: ``text.py``)."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from curation.quality import registered
 from curation.schema import Item
 
 
@@ -49,13 +48,7 @@ class Reason:
 @lru_cache(maxsize=1)
 def gates() -> tuple[ItemGate, ...]:
     """Every gate of this package, in order."""
-    found = []
-    for mod in pkgutil.iter_modules(__path__):
-        gate = getattr(importlib.import_module(f"{__name__}.{mod.name}"), "GATE", None)
-        if not isinstance(gate, ItemGate):
-            raise TypeError(f"{__name__}.{mod.name} defines no GATE (an ItemGate)")
-        found.append(gate)
-    return tuple(sorted(found, key=lambda g: (g.order, g.name)))
+    return registered(__name__, __path__, "GATE", ItemGate)
 
 
 def reasons(item: Item, synonyms: list[set[str]] | None = None) -> list[Reason]:

@@ -16,14 +16,10 @@ from typing import Any
 
 from curation.errors import ParamsError
 from curation.params import ValidityParams
-from curation.quality.baselines import Corpus, Pick, baselines, by_name
+from curation.quality.baselines import Corpus, by_name
 from curation.quality.items import is_mcq, mean, template_key, visible_text, words
 from curation.schema import Item
 from curation.text import LETTERS, plain
-
-BASELINES: dict[str, Pick] = {b.name: b.pick for b in baselines()}
-# open and multi-turn items have no options: the baselines that can still guess an answer
-OPEN_BASELINES = tuple(b.name for b in baselines() if b.open is not None)
 
 
 def selected(names: str | list[str]) -> list[str]:
@@ -44,12 +40,6 @@ def expected_correct(picked: list[int], item: Item) -> float:
     if not picked:
         return 1 / len(item.options)
     return (item.answer_index in picked) / len(picked)
-
-
-def open_guess(name: str, item: Item, c: Corpus) -> float:
-    """Blind accuracy of baseline ``name`` on an item without options."""
-    guess = by_name()[name].open
-    return guess(item, c) if guess is not None else 0.0
 
 
 def chance(item: Item, vocabulary: int) -> float:
@@ -97,20 +87,20 @@ def measure_blind(items: list[Item], params: ValidityParams, synonyms: list[set[
     """Per template: items, chance, each blind baseline's accuracy, the best and its lift over chance, cue
     metrics and effective items."""
     corpus = Corpus.of(items, synonyms)
-    names = selected(params.baselines)
+    chosen = [by_name()[n] for n in selected(params.baselines)]
     by_t: dict[str, list[Item]] = defaultdict(list)
     for i in items:
         by_t[template_key(i)].append(i)
     out: dict[str, dict[str, Any]] = {}
     for t, its in sorted(by_t.items()):
         vocab = len({plain(i.answer) for i in its})
-        accs: dict[str, list[float]] = {b: [] for b in names}
+        accs: dict[str, list[float]] = {b.name: [] for b in chosen}
         for i in its:
-            for b in names:
+            for b in chosen:
                 if is_mcq(i):
-                    accs[b].append(expected_correct(BASELINES[b](i, corpus), i))
-                elif b in OPEN_BASELINES:
-                    accs[b].append(open_guess(b, i, corpus))
+                    accs[b.name].append(expected_correct(b.pick(i, corpus), i))
+                elif b.open is not None:  # an open or multi-turn item: only a baseline that can guess an answer
+                    accs[b.name].append(b.open(i, corpus))
         ch = mean([chance(i, vocab) for i in its]) or 0.0
         base = {b: mean(v) for b, v in accs.items() if v}
         best = max(base, key=lambda b: base[b] or 0) if base else None  # ties: the first in params order

@@ -287,15 +287,13 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     shown.sort(key=lambda g: (g.plane == "sagittal" and bool(_SIDE.search(own_sentences(g))), g.kind not in deciding))
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
         _diagnosis_figure_facts(f, case, dx_table, dx, site, deciding, scored, shown, asked)
+    described: list[tuple[list[Figure], str]] = []  # the figures whose side may be asked, with their description
     if shown:
-        _key_figure_facts(f, shown, dx_table, asked)
+        other = _key_figure_facts(f, shown, dx_table, asked)
+        described += [([g], own_sentences(g)) for g in (shown[0], other) if g is not None]
     group = _caption_group(usable, case, dx_table, deciding)
     if group:
         _group_facts(f, group, dx_table, asked)
-    described = [([g], own_sentences(g)) for g in shown[:1]]
-    described += [([g], own_sentences(g)) for g in shown[1:] if g.figure_id == (f["image"].get("other_figure") or
-                                                                               {}).get("series_id")]
-    if group:
         described.append((group, f["group_caption"]))
     _side_facts(f, described, case, dx_table, asked)
     # (the key figure, else, or where only they show a kind that tells the disease, the figures of one caption)
@@ -411,9 +409,10 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
     f["dx_reference"] = described or (f"The report: {clip(report, 500)}" if report else "")
 
 
-def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnoses, asked: Counter[str]) -> None:
-    """The figure whose own caption describes it best (a finding item), a second one with its own description, and
-    the structure the caption puts the finding in."""
+def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnoses,
+                      asked: Counter[str]) -> Figure | None:
+    """The figure whose own caption describes it best (a finding item), a second one with its own description
+    (returned, or None), and the structure the caption puts the finding in."""
     key = shown[0]
     f["image"]["key_figure"] = _evidence(key)
     _note_dims(f, key, dx_table)
@@ -428,6 +427,7 @@ def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnose
         f["other_caption_first"] = _supporting_sentence(own_sentences(other))
         f["other_kind_name"] = kind_name(other.kind or "")
     _structure_facts(f, own_sentences(key), key.caption, [key], dx_table, asked)
+    return other
 
 
 # the side a sentence puts its finding on: one side named and not the other ("Left" or "left"; "L" and "R" as
@@ -466,6 +466,7 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], ca
     or the midline (a finding in a midline structure, no side named). Of several, the one whose side has been the
     key least; the four answers are offered on every item."""
     found = []
+    said = _sides_said(case)
     for figs, text in described:
         if any(g.plane not in ("axial", "coronal") for g in figs) or deid_artefacts(text):
             continue  # (a description that de-identification left a placeholder in is no reference to show)
@@ -482,7 +483,7 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], ca
             continue
         if both and not (left or right):
             found.append(("both", figs, text))
-        elif not both and left != right and _sides_said(case) == {"left" if left else "right"}:
+        elif not both and left != right and said == {"left" if left else "right"}:
             # (a case whose text puts its findings on the other side too, elsewhere, contradicts itself or holds
             # a second finding a reader could take for the principal one: no key)
             found.append(("left" if left else "right", figs, text))

@@ -208,6 +208,8 @@ def check(item: Item, synonyms: list[set[str]]) -> list[str]:
 GATE = ItemGate("capitals", 60, check)
 '''
 WRITE_ITEMS = '''
+import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -216,28 +218,39 @@ from PIL import Image
 from curation.jsonio import write_jsonl
 from curation.schema import Evidence, Generator, Item
 
+spec = json.loads(sys.argv[1])
 items = []
-for n in range(6):
+for n, (question, options, at, sequence) in enumerate(spec["rows"]):
     img = f"img/{n}.png"
     Path("img").mkdir(exist_ok=True)
-    Image.fromarray(np.full((32, 32), 40 + 30 * n, np.uint8)).save(img)
-    question = "WHICH SEQUENCE IS SHOWN?" if n == 0 else "Which sequence is shown?"
-    options = ["FLAIR", "T1w", "DWI"]
-    items.append(Item(item_id=f"itm-{n}", case_id=f"case-{n}", source="medpix", task_type="sequence_identification",
-                      format="mcq", question=question, options=options, answer=options[n % 3], answer_index=n % 3,
-                      images=[img], evidence=[Evidence(image=img, sequence=options[n % 3], plane="axial")],
-                      license="x", template_id="seq", split="test",
-                      generator=Generator(kind="template", template_id="seq", template_version="1")))
+    Image.fromarray(np.full((32, 32), 20 + 15 * n, np.uint8)).save(img)
+    items.append(Item(item_id=f"itm-{n}", case_id=f"case-{n}", source="medpix", task_type=spec["task_type"],
+                      format="mcq", question=question, options=options, answer=options[at], answer_index=at,
+                      images=[img], evidence=[Evidence(image=img, sequence=sequence, plane="axial")],
+                      license="x", template_id=spec["template"], split="test",
+                      generator=Generator(kind="template", template_id=spec["template"], template_version="1")))
 write_jsonl(Path("generate/items.jsonl"), items)
 '''
 
 
-def test_a_new_gate_is_its_module(tmp_path: Path) -> None:
+def _filter_with(tmp_path: Path, module: str, text: str, spec: dict) -> Path:
+    """A copy of the project with one module added, and ``curate filter`` run there on the MCQs ``spec`` describes
+    (its template, task type, and rows of question, options, key index and sequence)."""
     repo = _copy(tmp_path / "repo")
-    (repo / "curation/quality/item_gates/capitals.py").write_text(GATE, encoding="utf-8")
+    (repo / module).write_text(text, encoding="utf-8")
     (repo / "generate").mkdir()
-    _ok([sys.executable, "-c", WRITE_ITEMS], repo)
-    _ok([sys.executable, "-m", "curation.cli", "filter", "generate", "filtered", "--report", "filter.json"], repo)
+    _ok([sys.executable, "-c", WRITE_ITEMS, json.dumps(spec)], repo)
+    _ok([sys.executable, "-m", "curation.cli", "filter", "generate", "filtered", "--report", "filter.json",
+         "--validity", "validity.json"], repo)
+    return repo
+
+
+def test_a_new_gate_is_its_module(tmp_path: Path) -> None:
+    options = ["FLAIR", "T1w", "DWI"]
+    rows = [("WHICH SEQUENCE IS SHOWN?" if n == 0 else "Which sequence is shown?", options, n % 3, options[n % 3])
+            for n in range(6)]
+    repo = _filter_with(tmp_path, "curation/quality/item_gates/capitals.py", GATE,
+                        {"template": "seq", "task_type": "sequence_identification", "rows": rows})
     lines = (repo / "filtered/rejected.jsonl").read_text(encoding="utf-8").splitlines()
     rejected = [json.loads(line) for line in lines]
     assert [(x["item_id"], x["reasons"]) for x in rejected] == [("itm-0", ["question_in_capitals"])], rejected
@@ -260,40 +273,17 @@ def pick(item: Item, c: Corpus) -> list[int]:
 
 BASELINE = Baseline("shortest_option", 45, pick)
 '''
-WRITE_TERSE_ITEMS = '''
-from pathlib import Path
-
-import numpy as np
-from PIL import Image
-
-from curation.jsonio import write_jsonl
-from curation.schema import Evidence, Generator, Item
-
-items = []
-for n in range(12):
-    img = f"img/{n}.png"
-    Path("img").mkdir(exist_ok=True)
-    Image.fromarray(np.full((32, 32), 20 + 15 * n, np.uint8)).save(img)
-    options = [f"a long description number {n} of what is seen", f"another long account {n} of the image", f"k{n}"]
-    at = n % 3
-    options[at], options[2] = options[2], options[at]
-    items.append(Item(item_id=f"itm-{n}", case_id=f"case-{n}", source="medpix", task_type="lesion_recognition",
-                      format="mcq", question="What does the image show?", options=options, answer=f"k{n}",
-                      answer_index=at, images=[img], evidence=[Evidence(image=img, plane="axial")],
-                      license="x", template_id="terse", split="test",
-                      generator=Generator(kind="template", template_id="terse", template_version="1")))
-write_jsonl(Path("generate/items.jsonl"), items)
-'''
 
 
 def test_a_new_blind_baseline_is_its_module(tmp_path: Path) -> None:
     """A baseline module is run by filter (params: all) and named as the template's best where it is."""
-    repo = _copy(tmp_path / "repo")
-    (repo / "curation/quality/baselines/shortest_option.py").write_text(BASELINE, encoding="utf-8")
-    (repo / "generate").mkdir()
-    _ok([sys.executable, "-c", WRITE_TERSE_ITEMS], repo)
-    _run([sys.executable, "-m", "curation.cli", "filter", "generate", "filtered", "--report", "filter.json",
-          "--validity", "validity.json"], repo)
+    rows = []
+    for n in range(12):  # the key, always the shortest option, at each place in turn
+        options = [f"a long description number {n} of what is seen", f"another long account {n} of the image"]
+        options.insert(n % 3, f"k{n}")
+        rows.append(("What does the image show?", options, n % 3, None))
+    repo = _filter_with(tmp_path, "curation/quality/baselines/shortest_option.py", BASELINE,
+                        {"template": "terse", "task_type": "lesion_recognition", "rows": rows})
     validity = json.loads((repo / "validity.json").read_text(encoding="utf-8"))
     assert "shortest_option" in validity["baselines"], validity["baselines"]
     terse = validity["templates"]["terse"]

@@ -44,7 +44,7 @@ def test_packed_series_converts_like_its_files(tmp_path: Path) -> None:
     pack_series(folder, names, folder.with_name("s1.zip"))
     assert not folder.exists()
     packed, info = load_volume("dicom", [str(folder.with_name("s1.zip"))])
-    assert info["n_files"] == len(names)
+    assert info.n_files == len(names)
     assert np.array_equal(np.asanyarray(loose.dataobj), np.asanyarray(packed.dataobj))
     assert np.allclose(loose.affine, packed.affine)
     again, _ = convert_path(folder.with_name("s1.zip"))  # `curate imaging convert` takes the archive too

@@ -65,7 +65,7 @@ def test_dicom_conversion_matches_ground_truth_world_position(demo_raw: Path) ->
 
     folder = sorted((demo_raw / "adni" / "ADNI" / "126_S_0605" / "Axial_T2-FLAIR").glob("*/*"))[0]  # baseline
     img, info = convert_path(folder)
-    assert info["orientation"] == "RAS"
+    assert info.orientation == "RAS"
     data = np.asarray(img.dataobj)
     peak = np.array(np.unravel_index(np.argmax(data), data.shape))
     world = (img.affine @ np.append(peak, 1))[:3]

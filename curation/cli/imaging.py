@@ -47,7 +47,7 @@ def imaging_convert(
         else:
             out.parent.mkdir(parents=True, exist_ok=True)
             nib.save(img, str(out))
-    typer.echo(f"{out}: shape {tuple(img.shape)}, orientation {info['orientation']}")
+    typer.echo(f"{out}: shape {tuple(img.shape)}, orientation {info.orientation}")
 
 
 @app.command("render")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,29 @@ SERIES_TAGS = ["SeriesInstanceUID", "ImageOrientationPatient", "ImagePositionPat
 PATIENT_TAGS = ("PatientID", "PatientName", "PatientBirthDate")
 
 
+@dataclass
+class VolumeInfo:
+    """What reading a series found besides its voxels: its files, slice spacing faults, acquisition parameters (the
+    sidecar's start) and its orientation as stored."""
+
+    n_files: int = 0
+    sidecar: dict[str, float | str] = field(default_factory=dict)  # TR, TE, TI, field strength, flip angle, maker
+    orientation: str | None = None  # axis codes of the stored volume before canonical reorientation
+    slice_gap_mm: float | None = None  # median gap between sorted slices
+    duplicate_slices: int = 0  # slices at the same position
+    irregular_gaps: int = 0  # gaps more than 5% from the median
+    volume_file: str | None = None  # the nibabel DICOM wrapper of a file that holds a whole volume
+    volumes_in_file: int | None = None  # a 4D multi-frame's volumes (the first is kept)
+    volumes_in_series: int | None = None  # whole-volume files in the series (the first by acquisition is kept)
+
+
 class MixedPatients(ValueError):
     """Slices of one series that disagree on the patient: a PACS export fault (one SOP Instance UID or one series
     given to two people), refused rather than made into one volume of two people (ingest quarantines such files as
     ``sop_instance_uid_collision``)."""
 
 
-def load_dicom_series(files: list[str], max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
+def load_dicom_series(files: list[str], max_bytes: int | None = None) -> tuple[nib.Nifti1Image, VolumeInfo]:
     """Group by SeriesInstanceUID, sort by position along the slice normal (not by file name).
 
     A file that holds a whole volume (Enhanced MR multi-frame, Siemens mosaic) is read on its own; where a series is
@@ -52,7 +69,7 @@ def load_dicom_series(files: list[str], max_bytes: int | None = None) -> tuple[n
     if volume_files:
         volume_files.sort(key=lambda h: (int(h[1].get("AcquisitionNumber") or 0), int(h[1].get("InstanceNumber") or 0)))
         img, info = _load_volume_file(volume_files[0][0])
-        info.update({"n_files": len(files), "volumes_in_series": len(volume_files)})
+        info.n_files, info.volumes_in_series = len(files), len(volume_files)
         return img, info
     uids = {str(ds.get("SeriesInstanceUID", "")) for _, ds in headers}
     if len(uids) > 1:
@@ -63,11 +80,11 @@ def load_dicom_series(files: list[str], max_bytes: int | None = None) -> tuple[n
     pos = [(float(np.dot(normal, [float(v) for v in ds.ImagePositionPatient])), f) for f, ds in headers]
     pos.sort()
     gaps = np.diff([p for p, _ in pos])
-    info: dict[str, Any] = {"n_files": len(files)}
+    info = VolumeInfo(n_files=len(files))
     if len(gaps):
-        info["slice_gap_mm"] = round(float(np.median(gaps)), 4)
-        info["duplicate_slices"] = int(np.sum(np.isclose(gaps, 0.0)))
-        info["irregular_gaps"] = int(np.sum(~np.isclose(gaps, np.median(gaps), rtol=0.05)))
+        info.slice_gap_mm = round(float(np.median(gaps)), 4)
+        info.duplicate_slices = int(np.sum(np.isclose(gaps, 0.0)))
+        info.irregular_gaps = int(np.sum(~np.isclose(gaps, np.median(gaps), rtol=0.05)))
     reader = sitk.ImageSeriesReader()
     reader.SetFileNames([f for _, f in pos])
     img = reader.Execute()
@@ -78,9 +95,9 @@ def load_dicom_series(files: list[str], max_bytes: int | None = None) -> tuple[n
     affine[:3, 3] = img.GetOrigin()
     nii = nib.Nifti1Image(arr.astype(np.float32), LPS_TO_RAS @ affine)
     keys = ("RepetitionTime", "EchoTime", "InversionTime", "MagneticFieldStrength", "FlipAngle")
-    info["sidecar"] = {k: _num(first.get(k)) for k in keys if first.get(k) is not None}
+    info.sidecar = {k: _num(first.get(k)) for k in keys if first.get(k) is not None}
     if first.get("Manufacturer"):
-        info["sidecar"]["Manufacturer"] = str(first.Manufacturer)
+        info.sidecar["Manufacturer"] = str(first.Manufacturer)
     return nii, info
 
 
@@ -120,7 +137,7 @@ def _holds_volume(ds: Any) -> bool:
     return int(ds.get("NumberOfFrames") or 1) > 1 or "MOSAIC" in image_type
 
 
-def _load_volume_file(path: str) -> tuple[nib.Nifti1Image, dict[str, Any]]:
+def _load_volume_file(path: str) -> tuple[nib.Nifti1Image, VolumeInfo]:
     """One multi-frame or mosaic file as a volume, geometry from its functional groups or its Siemens CSA header
     (nibabel's DICOM wrappers); a 4D multi-frame keeps its first volume."""
     import warnings
@@ -135,16 +152,16 @@ def _load_volume_file(path: str) -> tuple[nib.Nifti1Image, dict[str, Any]]:
         wrapper = dicomwrappers.wrapper_from_data(ds)
         data = np.asarray(wrapper.get_data(), dtype=np.float32)
         affine = np.asarray(wrapper.affine, dtype=np.float64)
-    info: dict[str, Any] = {"volume_file": type(wrapper).__name__}
+    info = VolumeInfo(volume_file=type(wrapper).__name__)
     if data.ndim == 4:
-        info["volumes_in_file"] = int(data.shape[3])
+        info.volumes_in_file = int(data.shape[3])
         data = data[..., 0]
     if data.ndim != 3:
         raise ValueError(f"a single DICOM file with {data.ndim} dimensions is not a volume")
     shared = (ds.get("SharedFunctionalGroupsSequence") or [None])[0]
     timing = (shared.get("MRTimingAndRelatedParametersSequence") or [None])[0] if shared is not None else None
     sources = [ds] + ([timing] if timing is not None else [])
-    sidecar: dict[str, Any] = {}
+    sidecar: dict[str, float | str] = {}
     for key in ("RepetitionTime", "EchoTime", "InversionTime", "MagneticFieldStrength", "FlipAngle"):
         for src in sources:
             if src.get(key) is not None:
@@ -152,7 +169,7 @@ def _load_volume_file(path: str) -> tuple[nib.Nifti1Image, dict[str, Any]]:
                 break
     if ds.get("Manufacturer"):
         sidecar["Manufacturer"] = str(ds.Manufacturer)
-    info["sidecar"] = sidecar
+    info.sidecar = sidecar
     return nib.Nifti1Image(data, LPS_TO_RAS @ affine), info
 
 
@@ -163,7 +180,7 @@ def _num(v: Any) -> float | str:
         return str(v)
 
 
-def load_volume(fmt: str, files: list[str], max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
+def load_volume(fmt: str, files: list[str], max_bytes: int | None = None) -> tuple[nib.Nifti1Image, VolumeInfo]:
     """``max_bytes``: refuse (``VolumeTooLarge``), from the headers alone, a volume that decodes to more."""
     if fmt == "dicom" and any(f.endswith(SERIES_ARCHIVE) for f in files):
         if len(files) != 1:
@@ -180,13 +197,13 @@ def load_volume(fmt: str, files: list[str], max_bytes: int | None = None) -> tup
         while data.ndim > 3:
             data = data[..., 0]
         img = nib.Nifti1Image(data, src.affine)
-        info = {"n_files": len(files), "sidecar": {}}
+        info = VolumeInfo(n_files=len(files))
     canon = nib.as_closest_canonical(img)
-    info["orientation"] = "".join(nib.aff2axcodes(canon.affine))
+    info.orientation = "".join(nib.aff2axcodes(canon.affine))
     return canon, info
 
 
-def convert_path(src: Path, max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
+def convert_path(src: Path, max_bytes: int | None = None) -> tuple[nib.Nifti1Image, VolumeInfo]:
     """``curate imaging convert``: a DICOM file, folder or packed series (.zip), an Analyze .hdr, a NIfTI, or a .gz
     of any of these.
     ``max_bytes`` bounds the decoded volume and every gzip stream decompressed on the way."""
@@ -205,7 +222,7 @@ def convert_path(src: Path, max_bytes: int | None = None) -> tuple[nib.Nifti1Ima
     raise ValueError("not a DICOM, Analyze or NIfTI file")
 
 
-def _convert_gz(src: Path, max_bytes: int | None = None) -> tuple[nib.Nifti1Image, dict[str, Any]]:
+def _convert_gz(src: Path, max_bytes: int | None = None) -> tuple[nib.Nifti1Image, VolumeInfo]:
     """Decompress into a private temporary folder (an Analyze .hdr.gz brings its .img.gz sibling) and convert.
     Each stream is copied a chunk at a time and abandoned past ``max_bytes`` (a gzip bomb never fills the disk)."""
     import gzip

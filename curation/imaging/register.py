@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from curation.imaging.convert import VolumeInfo
 from curation.imaging.render import render_volume
 from curation.imaging.sitk import from_sitk, ras_matrix, register_rigid, to_sitk
 from curation.imaging.steps.base import step_record
@@ -113,8 +114,8 @@ def register_series(job: RegisterTask) -> Outcome[Registered]:
                        transform=params)
     return Outcome.success(Registered(
         renders=renders, spacing=spacing, shape=tuple(int(v) for v in data.shape), step=step,
-        qc={**volume_qc(data, fg, spacing, {}), "planes_refused": sorted(refused), "planes_refused_reason": refused,
-            "anatomy": located["anatomy"], "targets": located["targets"]}))
+        qc={**volume_qc(data, fg, spacing, VolumeInfo()), "planes_refused": sorted(refused),
+            "planes_refused_reason": refused, "anatomy": located["anatomy"], "targets": located["targets"]}))
 
 
 REGISTER_SPACING = 2.0  # mm: within-visit registrations run on copies at this spacing

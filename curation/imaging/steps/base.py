@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import numpy as np
 
+from curation.imaging.convert import VolumeInfo
 from curation.params import NormalizeParams
 from curation.report import Outcome
 from curation.schema import Render, Step
@@ -42,16 +43,30 @@ class SeriesTask:
         return [*self.files, *([self.lesion_mask] if self.lesion_mask else [])]
 
 
+@dataclass(frozen=True)
+class DefaceOutcome:
+    """What the deface step did: removed the face (``removed_voxels``), or found none to remove (``reason``)."""
+
+    outcome: Literal["defaced", "face_free"]
+    reason: str | None = None
+    removed_voxels: int | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The series' QC entry: the outcome and what goes with it."""
+        return {k: v for k, v in (("outcome", self.outcome), ("reason", self.reason),
+                                  ("removed_voxels", self.removed_voxels)) if v is not None}
+
+
 @dataclass
 class SeriesContext:
     """What the steps of one series hand on besides the image: what conversion read, the acquisition's sampling
     and what the later steps made (renders, QC)."""
 
     task: SeriesTask
-    info: dict[str, Any] = field(default_factory=dict)
+    info: VolumeInfo = field(default_factory=VolumeInfo)
     src_affine: Any = None  # the acquisition's sampling, before any resampling
     defaced: bool = False
-    deface: dict[str, Any] = field(default_factory=dict)  # the deface step's outcome (and why), for the series' QC
+    deface: DefaceOutcome | None = None  # the deface step's outcome (and why), for the series' QC
     fit: Fit | None = None  # the anatomy fit (templatefit.Fit), made once and used by defacing and target location
     fit_failed: str | None = None
     fg: np.ndarray | None = None  # foreground mask of the volume before intensity normalization

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from curation.imaging.steps.base import (
+    DefaceOutcome,
     Refused,
     SeriesContext,
     declares,
@@ -57,13 +58,13 @@ def deface(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
 
     free = _face_free(img, ctx)
     if free is not None:
-        ctx.deface = {"outcome": "face_free", "reason": free["reason"]}
+        ctx.deface = DefaceOutcome("face_free", reason=free["reason"])
         return img, step_record("deface", DEFACE_VERSION, **free)
     try:
         img, summary = deface_image(img)
     except DefaceError as exc:  # a face that cannot be removed safely is never rendered
         raise Refused(Outcome.failure("deface_refused", str(exc))) from exc
     ctx.defaced = True
-    ctx.deface = {"outcome": "defaced", "removed_voxels": summary["removed_voxels"]}
+    ctx.deface = DefaceOutcome("defaced", removed_voxels=summary["removed_voxels"])
     return img, step_record("deface", DEFACE_VERSION, outcome="defaced",
                             **{k: v for k, v in summary.items() if k != "version"})

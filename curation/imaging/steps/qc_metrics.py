@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from curation.imaging.convert import VolumeInfo
 from curation.imaging.steps.base import SeriesContext, declares, voxel_data
 from curation.schema import Step
 
@@ -16,12 +17,12 @@ def qc(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     ctx.qc.update({"source_sampling_mm": list(ctx.sampling), "planes_refused": sorted(ctx.refused),
                    "planes_refused_reason": ctx.refused, "anatomy": ctx.located["anatomy"],
                    "targets": ctx.located["targets"]})
-    if ctx.deface:
-        ctx.qc["deface"] = ctx.deface
+    if ctx.deface is not None:
+        ctx.qc["deface"] = ctx.deface.record()
     return img, None
 
 
-def volume_qc(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], info: dict[str, Any]) -> dict[str, Any]:
+def volume_qc(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], info: VolumeInfo) -> dict[str, Any]:
     """The QC metrics of a volume: foreground fraction, SNR, intensity range, slice sampling, and its flags."""
     bg = ~fg
     snr = float(data[fg].mean() / max(float(data[bg].std()), 1e-6)) if fg.any() and bg.any() else 0.0
@@ -31,13 +32,13 @@ def volume_qc(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], info
         flags.append("low_foreground")
     if snr < 3:
         flags.append("low_snr")
-    if info.get("duplicate_slices"):
+    if info.duplicate_slices:
         flags.append("duplicate_slices")
-    if info.get("irregular_gaps"):
+    if info.irregular_gaps:
         flags.append("irregular_slice_gaps")
     if min(data.shape) < 16:
         flags.append("too_few_slices")
     return {"foreground_fraction": round(frac, 4), "snr": round(snr, 3), "intensity_min": round(float(data.min()), 4),
-            "intensity_max": round(float(data.max()), 4), "slice_gap_mm": info.get("slice_gap_mm"),
-            "duplicate_slices": info.get("duplicate_slices", 0), "irregular_gaps": info.get("irregular_gaps", 0),
-            "source_orientation": info.get("orientation"), "flags": flags, "pass": not flags}
+            "intensity_max": round(float(data.max()), 4), "slice_gap_mm": info.slice_gap_mm,
+            "duplicate_slices": info.duplicate_slices, "irregular_gaps": info.irregular_gaps,
+            "source_orientation": info.orientation, "flags": flags, "pass": not flags}

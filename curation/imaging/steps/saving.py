@@ -18,7 +18,7 @@ def save(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     out_dir = Path(ctx.task.out_dir)
     save_nifti(img, out_dir / "volume.nii.gz")
     ctx.spacing = tuple(round(float(z), 4) for z in img.header.get_zooms()[:3])
-    ctx.sidecar = dict(ctx.info.get("sidecar") or {})
+    ctx.sidecar = dict(ctx.info.sidecar)
     ctx.sidecar.update({"Sequence": ctx.task.sequence, "Orientation": "RAS", "Spacing": list(ctx.spacing),
                         "Defaced": ctx.defaced})
     write_text(out_dir / "volume.json", json.dumps(ctx.sidecar, indent=2, sort_keys=True) + "\n")

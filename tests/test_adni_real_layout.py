@@ -144,6 +144,8 @@ def curated(download: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_every_real_head_gives_items_with_images(curated: dict) -> None:
+    """Every real head the fit accepts is rendered at its targets and gives items, except the one whose table row
+    its own image contradicts."""
     by_series = {s.series_id: (c, s) for c in curated["cases"] for s in c.all_series()}
     assert len(by_series) == 7, sorted(by_series)  # both visits of 941_S_0001 arrived: none was quarantined
     assert not curated["reports"]["deid"]["failures_by_reason"], curated["reports"]["deid"]
@@ -152,7 +154,10 @@ def test_every_real_head_gives_items_with_images(curated: dict) -> None:
                                                              "MPRAGE"]
     for case, s in heads:
         mine = [i for i in curated["items"] if any(e.series_id == s.series_id for e in i.evidence)]
-        assert mine, (case.case_id, s.series_id, s.sequence, [r.target for r in s.renders])
+        # the healthy head joined to another person's row keys nothing from that row (the test below), and a
+        # one-series visit has no other item
+        wrong = any(v.scores.get("Ventricles") == 95000 for v in case.visits)
+        assert bool(mine) != wrong, (case.case_id, s.series_id, s.sequence, [r.target for r in s.renders])
         assert all(all(curated["images"][i.item_id]) for i in mine)
         assert {r.target for r in s.renders if r.role == "target"} >= {"hippocampus", "lateral_ventricles"}
 
@@ -170,7 +175,8 @@ def test_the_scanner_qc_bottle_is_refused_at_both_visits_with_its_reason(curated
 def test_a_table_volume_the_image_contradicts_is_not_a_key(curated: dict) -> None:
     """Each head's lateral ventricles are measured on the head itself; a table's grade two or more grades from the
     image's is refused with its reason, and counted. The healthy adult's T2 joined to a dementia patient's row (95 mL,
-    "severely enlarged" at 46) gives no ventricle item; the rows that are plausible for their heads still do."""
+    "severely enlarged" at 46) gives no ventricle item, nor a hippocampal one from that row; the rows that are
+    plausible for their heads still do."""
     measured = {s.series_id: s.qc["anatomy"]["measures"]["lateral_ventricles_ml"] for c in curated["cases"]
                 for s in c.all_series() if (s.qc.get("anatomy") or {}).get("fit") == "ok" and s.sequence != "FLAIR"}
     assert len(measured) == 4 and all(5 < ml < 60 for ml in measured.values()), measured  # adults' ventricles
@@ -179,3 +185,9 @@ def test_a_table_volume_the_image_contradicts_is_not_a_key(curated: dict) -> Non
     wrong = next(c.case_id for c in curated["cases"] if any(v.scores.get("Ventricles") == 95000 for v in c.visits))
     graded = [i for i in curated["items"] if "ventricle_grade" in i.facts.get("answer_facts", [])]
     assert graded and not [i for i in graded if i.case_id == wrong], [(i.case_id, i.answer) for i in graded]
+    # the same row's hippocampi (5.1 mL at 46: "marked atrophy") are not measured on the image; the row the image
+    # contradicts gives no hippocampal key, while the confirmed rows of the other heads still do
+    assert skipped.get("template_skipped:refused_hippocampal_grade:row_image_disagrees", 0) >= 1, skipped
+    hippocampal = [i for i in curated["items"] if "hippocampal_grade" in i.facts.get("answer_facts", [])]
+    assert {i.case_id for i in hippocampal} - {wrong} and not [i for i in hippocampal if i.case_id == wrong], \
+        [(i.case_id, i.answer) for i in hippocampal]

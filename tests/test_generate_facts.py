@@ -135,12 +135,14 @@ def test_pairs_need_registration_and_the_same_position() -> None:
 def test_a_table_volume_is_a_key_only_where_the_image_agrees() -> None:
     """The ventricles' grade and their change come from the table (ADNIMERGE), and are asked only where the volume
     normalize measured on the image gives the same grade or the next one: a wrong join, another visit's table or
-    another processing's would otherwise key a confident wrong answer. A refusal is a counted skip reason."""
+    another processing's would otherwise key a confident wrong answer. The hippocampal grade, which the image does
+    not measure, is asked only from a row whose ventricles the image confirms. A refusal is a counted skip reason."""
     e = engine()
     items, _ = e.generate(adni_case())  # table 30 -> 40 mL, image 28 -> 41 mL: agreed
     got = by_template(items)
     assert got["ventricular_size"].answer == "within the normal range"
     assert got["ventricular_change"].answer == "increased"
+    assert got["hippocampal_atrophy"].answer == "normal volume"  # a row the image confirms gives its other volumes
     # the image shows ventricles far larger than the table's at both visits (95 mL at 69 is severely enlarged, 80 mL
     # at 71 moderately; the table's 30 and 40 mL are within the normal range), and shrinking between the visits
     # where the table has them growing
@@ -149,13 +151,25 @@ def test_a_table_volume_is_a_key_only_where_the_image_agrees() -> None:
     assert "ventricular_size" not in got and "ventricular_change" not in got
     reasons = {s.reason for s in skipped}
     assert {"refused_ventricle_grade:image_disagrees", "refused_ventricle_change:image_disagrees"} <= reasons
-    assert got["hippocampal_atrophy"].answer == "normal volume"  # the case's other items are still made
+    # the row's hippocampal volume is not measured on the image: a row whose ventricles the image contradicts
+    # gives no hippocampal key either
+    assert "hippocampal_atrophy" not in got and "memory_clinic_consult" not in got
+    assert "refused_hippocampal_grade:row_image_disagrees" in reasons
     # the next grade is within a measure's noise (38 mL at 69 is "mildly enlarged", the table's 30 mL is not)
     assert "ventricular_size" in by_template(e.generate(adni_case(seen_ml=(39.0, 41.0)))[0])
     # an image without a measure (a contrast fluid cannot be told on) confirms nothing
     items, skipped = e.generate(adni_case(seen_ml=(None, None)))
     assert "ventricular_size" not in by_template(items)
     assert "refused_ventricle_grade:image_unmeasured" in {s.reason for s in skipped}
+    assert "hippocampal_atrophy" not in by_template(items)
+    assert "refused_hippocampal_grade:row_image_unmeasured" in {s.reason for s in skipped}
+    # a row without ventricles cannot be confirmed: its hippocampal volume is no key
+    case = adni_case()
+    for v in case.visits:
+        del v.scores["Ventricles"]
+    items, skipped = e.generate(case)
+    assert "hippocampal_atrophy" not in by_template(items)
+    assert "refused_hippocampal_grade:row_unconfirmed" in {s.reason for s in skipped}
 
 
 def test_no_item_without_an_evidence_bearing_view() -> None:

@@ -121,11 +121,18 @@ def _graded_facts(f: dict[str, Any], scores: dict[str, Any], knowledge: dict[str
                   images: dict[str, Any], series: Series) -> None:
     grades = knowledge.get("grades", {})
     hip, vent, nwbv = score_of(scores, "Hippocampus"), score_of(scores, "Ventricles"), score_of(scores, "nWBV")
+    # the row's ventricles, checked against the ventricles measured on the series, confirm that the row is this
+    # image's: a wrong join, another visit's row or another processing's table gives a contradiction or nothing
+    row = _row_disagreement(f, vent, knowledge, series)
     if hip is not None and "hippocampus" in images and isinstance(f.get("age"), int):
         f["hippocampus_ml"] = round(hip / 1000, 2)
         bands = next((b for upper, b in knowledge.get("hippocampus_ml_by_age", []) if f["age"] < upper), None)
         g = grade_of(f["hippocampus_ml"], bands or [])
-        if g:
+        # no measure of the hippocampi on the image is precise enough to grade them (no segmentation), so their
+        # grade is a key only from a row the image confirms
+        if g and row:
+            refuse(f, "hippocampal_grade", f"row_{row}")
+        elif g:
             f["hippocampal_grade"] = g
             picture = _memory_picture(g, f.get("mmse"), knowledge)
             if picture:
@@ -135,12 +142,8 @@ def _graded_facts(f: dict[str, Any], scores: dict[str, Any], knowledge: dict[str
         f["ventricles_ml"] = round(vent / 1000, 1)
         bands = next((b for upper, b in knowledge.get("ventricles_ml_by_age", []) if f["age"] < upper), None)
         g = grade_of(f["ventricles_ml"], bands or [])
-        # a table's volume is a key only where the image agrees: a wrong join, another visit's or another
-        # processing's table would otherwise give a confident wrong answer
-        seen = image_ventricles_ml(series)
-        why = disagreement(g, grade_of(seen, bands or []), [label for _, label in bands or []])
-        if why:
-            refuse(f, "ventricle_grade", why)
+        if g and row:
+            refuse(f, "ventricle_grade", row)
         elif g:
             f["ventricle_grade"] = g
     if nwbv is not None and "brain" in images:
@@ -148,6 +151,19 @@ def _graded_facts(f: dict[str, Any], scores: dict[str, Any], knowledge: dict[str
         g = grade_of(f["nwbv"], grades.get("nwbv", []))
         if g:
             f["atrophy_grade"] = g
+
+
+def _row_disagreement(f: dict[str, Any], vent: float | None, knowledge: dict[str, Any], series: Series) -> str | None:
+    """Why a row of volumes is not confirmed by the image: the ventricles measured on ``series`` are two or more
+    grades from the row's (``image_disagrees``), or the row or the image has none (``unconfirmed``,
+    ``image_unmeasured``); None where they give the same grade or the next one."""
+    if vent is None or not isinstance(f.get("age"), int):
+        return "unconfirmed"
+    bands = next((b for upper, b in knowledge.get("ventricles_ml_by_age", []) if f["age"] < upper), None) or []
+    table = grade_of(round(vent / 1000, 1), bands)
+    if table is None:
+        return "unconfirmed"
+    return disagreement(table, grade_of(image_ventricles_ml(series), bands), [label for _, label in bands])
 
 
 # ----------------------------------------------------------------------------- baseline and follow-up

@@ -633,7 +633,7 @@ def test_lossless_series_convert_like_the_uncompressed_one(tmp_path: Path, synta
     ds.save_as(tmp_path / "multi.dcm")
     ref_m, _ = convert_path(multi)
     got_m, info_m = convert_path(tmp_path / "multi.dcm")
-    assert info_m.get("volume_file") and got_m.shape == ref_m.shape
+    assert info_m.volume_file and got_m.shape == ref_m.shape
     assert np.array_equal(np.asarray(got_m.dataobj), np.asarray(ref_m.dataobj))
 
 

@@ -158,6 +158,27 @@ def test_figures_under_one_caption_are_asked_together() -> None:
     assert "group_figures" not in f["image"]
 
 
+@pytest.mark.parametrize(("caption", "findings", "want"), [
+    ("DWI: abnormal hyperintense cortical ribbon of the right occipital lobe.", "", "occipital lobe"),
+    # a finding taken on into a neighbouring structure spans both: either is a fair answer
+    ("DWI: abnormal hyperintense cortical ribbon of the right occipital lobe with extension into the right posterior "
+     "temporal lobe.", "", None),
+    # the case's report puts its abnormality in a neighbour and never where the caption does
+    ("T1: well defined water signal lesion in the inferior left frontal lobe.",
+     "Small cystic lesion in the medial left temporal lobe with signal that follows CSF on all sequences.", None),
+    ("T1: well defined water signal lesion in the inferior left frontal lobe.",
+     "Small cystic lesion in the inferior left frontal lobe; a second one in the left temporal lobe.", "frontal lobe"),
+])
+def test_a_structure_is_asked_only_where_neither_the_caption_nor_the_report_disputes_it(
+        caption: str, findings: str, want: str | None) -> None:
+    f: dict = {"image": {}}
+    case = _figures("Glioblastoma", [(caption.split(":")[0], caption)])  # the kind its caption names
+    case.sections = {"findings": findings}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert "key_caption" in f  # the figure is described: the structure alone decides
+    assert f.get("structure") == want
+
+
 @pytest.mark.parametrize(("caption", "plane", "want"), [
     ("T2 weighted image: hyperintense mass with oedema in the left frontal lobe.", "axial", "Left"),
     ("T2 weighted image: abnormal hyperintensity of both thalami and the periaqueductal grey matter.", "coronal",

@@ -288,12 +288,13 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
         _diagnosis_figure_facts(f, case, dx_table, dx, site, deciding, scored, shown, asked)
     described: list[tuple[list[Figure], str]] = []  # the figures whose side may be asked, with their description
+    report = case.sections.get("findings", "")
     if shown:
-        other = _key_figure_facts(f, shown, dx_table, asked)
+        other = _key_figure_facts(f, shown, dx_table, asked, report)
         described += [([g], own_sentences(g)) for g in (shown[0], other) if g is not None]
     group = _caption_group(usable, case, dx_table, deciding)
     if group:
-        _group_facts(f, group, dx_table, asked)
+        _group_facts(f, group, dx_table, asked, report)
         described.append((group, f["group_caption"]))
     _side_facts(f, described, case, dx_table, asked)
     # (the key figure, else, or where only they show a kind that tells the disease, the figures of one caption)
@@ -410,7 +411,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
 
 
 def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnoses,
-                      asked: Counter[str]) -> Figure | None:
+                      asked: Counter[str], report: str) -> Figure | None:
     """The figure whose own caption describes it best (a finding item), a second one with its own description
     (returned, or None), and the structure the caption puts the finding in."""
     key = shown[0]
@@ -426,7 +427,7 @@ def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnose
         f["other_caption"] = clip(own_sentences(other), 600)
         f["other_caption_first"] = _supporting_sentence(own_sentences(other))
         f["other_kind_name"] = kind_name(other.kind or "")
-    _structure_facts(f, own_sentences(key), key.caption, [key], dx_table, asked)
+    _structure_facts(f, own_sentences(key), key.caption, [key], dx_table, asked, report)
     return other
 
 
@@ -504,16 +505,37 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], ca
     f["image"]["side_figures"] = [_evidence(g) for g in figs]
 
 
+# a sentence that takes its finding on into a second structure ("occipital lobe with extension into the posterior
+# temporal lobe"): the finding spans both
+_EXTENDS = re.compile(r"\b(?:extend\w*|extension|spread\w*|into|involv\w*)\b")
+
+
+def _structure_disputed(where: str, sentence: str, report: str, dx_table: Diagnoses) -> bool:
+    """Whether a structure key is open to dispute: its sentence extends the finding into a neighbouring structure,
+    or the case's own report puts its abnormalities in a neighbour and never in ``where`` (a caption's "inferior
+    left frontal lobe" where the findings say "medial left temporal lobe": a reader may take either)."""
+    near = set(dx_table.near(where))
+    tail = fold(sentence)
+    m = _EXTENDS.search(tail)
+    if m and dx_table.mentioned(tail[m.end():]) & near:
+        return True
+    said = {dx_table.structure(x) for x in _abnormal_sentences(report)}
+    return where not in said and bool(said & near)
+
+
 def _structure_facts(f: dict[str, Any], described: str, caption: str, figs: list[Figure], dx_table: Diagnoses,
-                     asked: Counter[str]) -> None:
+                     asked: Counter[str], report: str) -> None:
     """The structure a description puts its principal finding in, asked of the figures it describes, against the
-    structures next to it."""
-    where = _structure(described, dx_table)
+    structures next to it; none where the description or the case's report leaves it open to dispute."""
+    found = _abnormal_sentences(described)
+    where = dx_table.structure(found[0]) if found else None
+    if where is None or _structure_disputed(where, found[0], report, dx_table):
+        return
     # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
     # right answer, never a wrong option
     named = dx_table.mentioned(caption)
-    near = [n for n in dx_table.near(where) if n not in named] if where else []
-    if where and len(near) >= 3 and asked[f"structure:{where}"] < MAX_SAME_KEY:  # keys spread, as diagnoses'
+    near = [n for n in dx_table.near(where) if n not in named]
+    if len(near) >= 3 and asked[f"structure:{where}"] < MAX_SAME_KEY:  # keys spread, as diagnoses'
         asked[f"structure:{where}"] += 1
         f["structure"] = where
         f["structure_options"] = near
@@ -543,7 +565,8 @@ def _caption_group(usable: list[Figure], case: Case, dx_table: Diagnoses, decidi
     return found[0] if found else []
 
 
-def _group_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses, asked: Counter[str]) -> None:
+def _group_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses, asked: Counter[str],
+                 report: str) -> None:
     """The findings of a caption group, asked of all its figures; its structure where no key figure gave one."""
     described = visible_sentences(figs[0].caption, {g.kind or "" for g in figs})
     f["image"]["group_figures"] = [_evidence(g) for g in figs]
@@ -554,7 +577,7 @@ def _group_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses, ask
     # (their sequences are not told: a sibling item may ask one)
     f["group_image_count"] = ("two images", "three images", "four images")[len(figs) - 2]
     if "structure" not in f:
-        _structure_facts(f, described, figs[0].caption, figs, dx_table, asked)
+        _structure_facts(f, described, figs[0].caption, figs, dx_table, asked, report)
 
 
 def _pair_facts(f: dict[str, Any], first: Figure, second: Figure, dx_table: Diagnoses) -> None:

@@ -288,13 +288,14 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
         _diagnosis_figure_facts(f, case, dx_table, dx, site, deciding, scored, shown, asked)
     described: list[tuple[list[Figure], str]] = []  # the figures whose side may be asked, with their description
-    report = case.sections.get("findings", "")
+    # where the case's report puts its abnormalities: read once, for the structure the figures' captions give
+    reported = {dx_table.structure(x) for x in _abnormal_sentences(case.sections.get("findings", ""))}
     if shown:
-        other = _key_figure_facts(f, shown, dx_table, asked, report)
+        other = _key_figure_facts(f, shown, dx_table, asked, reported)
         described += [([g], own_sentences(g)) for g in (shown[0], other) if g is not None]
     group = _caption_group(usable, case, dx_table, deciding)
     if group:
-        _group_facts(f, group, dx_table, asked, report)
+        _group_facts(f, group, dx_table, asked, reported)
         described.append((group, f["group_caption"]))
     _side_facts(f, described, case, dx_table, asked)
     # (the key figure, else, or where only they show a kind that tells the disease, the figures of one caption)
@@ -411,7 +412,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
 
 
 def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnoses,
-                      asked: Counter[str], report: str) -> Figure | None:
+                      asked: Counter[str], reported: set[str | None]) -> Figure | None:
     """The figure whose own caption describes it best (a finding item), a second one with its own description
     (returned, or None), and the structure the caption puts the finding in."""
     key = shown[0]
@@ -427,7 +428,7 @@ def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnose
         f["other_caption"] = clip(own_sentences(other), 600)
         f["other_caption_first"] = _supporting_sentence(own_sentences(other))
         f["other_kind_name"] = kind_name(other.kind or "")
-    _structure_facts(f, own_sentences(key), key.caption, [key], dx_table, asked, report)
+    _structure_facts(f, own_sentences(key), key.caption, [key], dx_table, asked, reported)
     return other
 
 
@@ -510,7 +511,7 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], ca
 _EXTENDS = re.compile(r"\b(?:extend\w*|extension|spread\w*|into|involv\w*)\b")
 
 
-def _structure_disputed(where: str, sentence: str, report: str, dx_table: Diagnoses) -> bool:
+def _structure_disputed(where: str, sentence: str, reported: set[str | None], dx_table: Diagnoses) -> bool:
     """Whether a structure key is open to dispute: its sentence extends the finding into a neighbouring structure,
     or the case's own report puts its abnormalities in a neighbour and never in ``where`` (a caption's "inferior
     left frontal lobe" where the findings say "medial left temporal lobe": a reader may take either)."""
@@ -519,17 +520,16 @@ def _structure_disputed(where: str, sentence: str, report: str, dx_table: Diagno
     m = _EXTENDS.search(tail)
     if m and dx_table.mentioned(tail[m.end():]) & near:
         return True
-    said = {dx_table.structure(x) for x in _abnormal_sentences(report)}
-    return where not in said and bool(said & near)
+    return where not in reported and bool(reported & near)
 
 
 def _structure_facts(f: dict[str, Any], described: str, caption: str, figs: list[Figure], dx_table: Diagnoses,
-                     asked: Counter[str], report: str) -> None:
+                     asked: Counter[str], reported: set[str | None]) -> None:
     """The structure a description puts its principal finding in, asked of the figures it describes, against the
     structures next to it; none where the description or the case's report leaves it open to dispute."""
     found = _abnormal_sentences(described)
     where = dx_table.structure(found[0]) if found else None
-    if where is None or _structure_disputed(where, found[0], report, dx_table):
+    if where is None or _structure_disputed(where, found[0], reported, dx_table):
         return
     # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
     # right answer, never a wrong option
@@ -566,7 +566,7 @@ def _caption_group(usable: list[Figure], case: Case, dx_table: Diagnoses, decidi
 
 
 def _group_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses, asked: Counter[str],
-                 report: str) -> None:
+                 reported: set[str | None]) -> None:
     """The findings of a caption group, asked of all its figures; its structure where no key figure gave one."""
     described = visible_sentences(figs[0].caption, {g.kind or "" for g in figs})
     f["image"]["group_figures"] = [_evidence(g) for g in figs]
@@ -577,7 +577,7 @@ def _group_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses, ask
     # (their sequences are not told: a sibling item may ask one)
     f["group_image_count"] = ("two images", "three images", "four images")[len(figs) - 2]
     if "structure" not in f:
-        _structure_facts(f, described, figs[0].caption, figs, dx_table, asked, report)
+        _structure_facts(f, described, figs[0].caption, figs, dx_table, asked, reported)
 
 
 def _pair_facts(f: dict[str, Any], first: Figure, second: Figure, dx_table: Diagnoses) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from curation.figure_kinds import figure_kind
 from curation.generate.engine import Engine, Skip
-from curation.generate.teaching import teaching_facts
+from curation.generate.teaching import sideless, teaching_facts
 from curation.ingest import run
 from curation.jsonio import read_jsonl
 from curation.nlp.diagnoses import Diagnoses
@@ -230,6 +230,35 @@ def test_no_side_where_the_case_puts_its_findings_on_both_sides() -> None:
     f = {"image": {}}
     teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
     assert f["side"] == "Right"
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("Well defined water signal lesion in the inferior left frontal lobe.",
+     "Well defined water signal lesion in the inferior frontal lobe."),
+    ("Left frontal mass. R PCA territory infarct.", "Frontal mass. PCA territory infarct."),
+    ("A right-sided mass.", "A mass."),
+    # a direction, or the two sides together, is no side the finding lies on
+    ("Midline shift to the right.", "Midline shift to the right."),
+    ("Both the left and right thalami.", "Both the left and right thalami."),
+])
+def test_a_reference_under_sagittal_images_names_no_side(text: str, want: str) -> None:
+    assert sideless(text) == want
+
+
+def test_a_finding_item_on_a_sagittal_image_grades_no_side() -> None:
+    """A single sagittal slice does not show the side: the reference of an item that shows only sagittal images
+    keeps the finding and its place, not the side its caption names."""
+    case = _figures("Dilated perivascular spaces", [
+        ("T1", "T1 weighted image: well defined water signal lesion in the inferior left frontal lobe, consistent "
+               "with a dilated perivascular space.")])
+    case.figures[0].plane = "sagittal"
+    f: dict = {"image": {}}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert "inferior frontal lobe" in f["key_caption"] and "left" not in f["key_caption"].lower()
+    case.figures[0].plane = "axial"
+    f = {"image": {}}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert "inferior left frontal lobe" in f["key_caption"]
 
 
 def test_compartment_keys_spread_over_the_compartments() -> None:

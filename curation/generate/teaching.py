@@ -219,8 +219,33 @@ _FIG_LABEL = re.compile(r"^\s*(?:fig(?:ure)?\.?\s*\d+[a-z]?[.:)]?|\(?[a-z]\)|\d+
 def own_sentences(fig: Figure) -> str:
     """A figure's caption less the sentences about what the image shown cannot show: another figure, or another
     sequence (a "T2 hyperintense" sentence under a post-contrast T1 image), so that a reference holds only what a
-    reader of this image can see."""
-    return visible_sentences(fig.caption, {fig.kind or ""})
+    reader of this image can see; under a sagittal image, less the side it names too."""
+    text = visible_sentences(fig.caption, {fig.kind or ""})
+    return sideless(text) if fig.plane == "sagittal" else text
+
+
+# a side named as where a finding lies ("inferior left frontal lobe", "R PCA territory", "right-sided mass"), not as
+# a direction ("shifted to the right") or beside the other side ("left and right")
+_SIDE_WORD = re.compile(r"\b(?:(?i:left|right)|L|R)(?:-sided)?\s+(?=(?!(?i:and|or|than|to|side|sides)\b)[A-Za-z(])")
+_DIRECTION = re.compile(r"\b(?:(?:to|toward|towards|from)\s+the|(?:left|right)\s+(?:and|or))\s+$", re.I)
+
+
+def sideless(text: str) -> str:
+    """``text`` without the sides it puts its findings on: a single sagittal slice does not show the side, so a
+    reference shown with sagittal images alone must not grade one (a "left" in a reference under a sagittal T1 was
+    called ungradable in three clinical reads)."""
+    out, last = [], 0
+    for m in _SIDE_WORD.finditer(text):
+        if _DIRECTION.search(text[max(0, m.start() - 16):m.start()]):
+            continue
+        out.append(text[last:m.start()])
+        last = m.end()
+        starts = not "".join(out).strip() or "".join(out).rstrip().endswith((".", "!", "?", ";", ":"))
+        if starts and last < len(text):  # the sentence now starts with the next word
+            out.append(text[last].upper())
+            last += 1
+    out.append(text[last:])
+    return "".join(out)
 
 
 # a sentence about the examination, not about what it shows ("Multiple representative MR images are demonstrated.")
@@ -284,7 +309,8 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     # a caption that puts its finding on a side is read on an axial or coronal image first: a sagittal slice does
     # not show the side (a "left thalamus" key on a sagittal T1 failed a clinical read)
     # (and a kind that tells the disease from its mimics before the others: the consult asks the diagnosis from it)
-    shown.sort(key=lambda g: (g.plane == "sagittal" and bool(_SIDE.search(own_sentences(g))), g.kind not in deciding))
+    shown.sort(key=lambda g: (g.plane == "sagittal" and bool(_SIDE.search(visible_sentences(g.caption, {g.kind or ""}))),
+                              g.kind not in deciding))
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
         _diagnosis_figure_facts(f, case, dx_table, dx, site, deciding, scored, shown, asked)
     described: list[tuple[list[Figure], str]] = []  # the figures whose side may be asked, with their description
@@ -406,6 +432,8 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
     described = " ".join(f"{' and '.join(_ORDINAL[k] for k in ks).capitalize()} "
                          f"image{'s' if len(ks) > 1 else ''}: {text}" for text, ks in told.items())
     report = visible_sentences(case.sections.get("findings", ""), {g.kind or "" for g in figs}, negatives=False)
+    if all(g.plane == "sagittal" for g in figs):
+        report = sideless(report)
     # the report is the reference only where no caption describes the images: its other sentences are about
     # slices and sequences the item does not show
     f["dx_reference"] = described or (f"The report: {clip(report, 500)}" if report else "")
@@ -569,6 +597,8 @@ def _group_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses, ask
                  reported: set[str | None]) -> None:
     """The findings of a caption group, asked of all its figures; its structure where no key figure gave one."""
     described = visible_sentences(figs[0].caption, {g.kind or "" for g in figs})
+    if all(g.plane == "sagittal" for g in figs):
+        described = sideless(described)
     f["image"]["group_figures"] = [_evidence(g) for g in figs]
     for g in figs:
         _note_dims(f, g, dx_table)

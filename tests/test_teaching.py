@@ -130,6 +130,30 @@ def test_a_diagnosis_is_asked_only_of_images_that_can_tell_it() -> None:
     assert f["image"]["consult_figures"][0]["series_id"] == "f02"
 
 
+def test_an_open_diagnosis_item_weighs_the_cases_own_differential(tmp_path: Path) -> None:
+    """Where the case's author weighed the diagnosis against others, the reasoning and two-sequence items ask what
+    else the reader would consider and list those in the reference; without a differential they ask the diagnosis
+    alone."""
+    t2 = ("T2", "T2 weighted image: heterogeneous hyperintense mass with oedema in the left frontal lobe.")
+    t1c = ("T1C", "T1 weighted image after gadolinium: irregular ring-enhancing mass in the left frontal lobe.")
+    engine = Engine(GenerateParams(templates_dir=str(ROOT / "templates" / "questions"),
+                                   knowledge=str(ROOT / "templates" / "knowledge" / "neurology.yaml"),
+                                   diagnoses=str(DIAGNOSES)))
+    case = _figures("Glioblastoma", [t2, t1c])
+    for fig in case.figures:  # the engine shows the renders it is given
+        (tmp_path / f"{fig.figure_id}.png").write_bytes(b"")
+        fig.renders[0].path = str(tmp_path / f"{fig.figure_id}.png")
+    plain = {i.template_id: i for i in engine.generate(case)[0]}
+    case.diagnosis.differential = ["Glioblastoma", "Metastasis", "Lymphoma"]
+    weighed = {i.template_id: i for i in engine.generate(case)[0]}
+    for template in ("teaching_rationale", "teaching_two_sequences"):
+        assert "consider" not in plain[template].question and "consider" not in plain[template].reference_answer
+        assert "What else would you consider" in weighed[template].question.replace("what else", "What else")
+        assert weighed[template].reference_answer.endswith(
+            "Also to consider: Cerebral metastasis, Primary CNS lymphoma.")
+        assert weighed[template].answer == plain[template].answer  # the key is the case's diagnosis still
+
+
 def test_a_withheld_diagnosis_leaves_its_key_slot_to_a_case_that_can_show_it() -> None:
     """Each diagnosis is the key of a few items at most; cases whose images cannot tell it do not use them up."""
     d, asked = Diagnoses(DIAGNOSES), Counter()

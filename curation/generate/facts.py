@@ -130,6 +130,7 @@ class Facts(BaseModel):
     dx_image_count: str | None = None  # "two images": how many a diagnosis item shows (their sequences are not told:
     # a sibling asks one)
     dx_reference: str | None = None
+    dx_considered: list[str] | None = None  # the diagnoses the case's own differential weighs against it
     pair_kind_names: list[str] | None = None
     structure_options: list[str] | None = None
     side: str | None = None  # the side of the patient a described figure's finding lies on (teaching._side_facts)

@@ -363,9 +363,15 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
     """The case's diagnosis, its wrong options, and how it may be asked (from the image alone, with the history,
     or not at all where the history names it)."""
     f["dx"] = dx
-    options = [d for d in dx_table.differential(case.diagnosis.differential) if d != dx]
-    options += [dx_table.canonical(m) for m in entry.mimics]
+    weighed = [d for d in dx_table.differential(case.diagnosis.differential) if d != dx]
+    options = [*weighed, *(dx_table.canonical(m) for m in entry.mimics)]
     f["dx_options"] = _distinct([d for d in dict.fromkeys(options) if d != dx and d not in set(entry.within)], dx)
+    # what the case's author weighed it against: an open answer that leads with one of them is a reasoned answer
+    # on a slice that does not tell them apart (a medulloblastoma for a pilocytic astrocytoma on T1 alone: a second
+    # defensible diagnosis was the commonest borderline of the clinical reads), graded against both
+    considered = _distinct([d for d in dict.fromkeys(weighed) if d not in set(entry.within)], dx)
+    if considered:
+        f["dx_considered"] = considered[:4]
     # the diagnosis is asked from the image alone where the table says one image decides it (a Chiari
     # malformation, a colloid cyst); with the history elsewhere (one slice of an extra-axial mass does not tell an
     # epidermoid from a craniopharyngioma: 3 of 6 image-only items failed a clinical read when asked by site),

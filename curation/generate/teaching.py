@@ -363,15 +363,17 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
     """The case's diagnosis, its wrong options, and how it may be asked (from the image alone, with the history,
     or not at all where the history names it)."""
     f["dx"] = dx
-    weighed = [d for d in dx_table.differential(case.diagnosis.differential) if d != dx]
+    written = dx_table.differential_as_written(case.diagnosis.differential)
+    weighed = [d for d in written if d != dx]
     options = [*weighed, *(dx_table.canonical(m) for m in entry.mimics)]
     f["dx_options"] = _distinct([d for d in dict.fromkeys(options) if d != dx and d not in set(entry.within)], dx)
     # what the case's author weighed it against: an open answer that leads with one of them is a reasoned answer
     # on a slice that does not tell them apart (a medulloblastoma for a pilocytic astrocytoma on T1 alone: a second
     # defensible diagnosis was the commonest borderline of the clinical reads), graded against both
-    considered = _distinct([d for d in dict.fromkeys(weighed) if d not in set(entry.within)], dx)
+    # (in the words the case used: the table's one name may place it elsewhere)
+    considered = _distinct([d for d in weighed if d not in set(entry.within)], dx)
     if considered:
-        f["dx_considered"] = considered[:4]
+        f["dx_considered"] = [_as_written(written[d], d) for d in considered[:4]]
     # the diagnosis is asked from the image alone where the table says one image decides it (a Chiari
     # malformation, a colloid cyst); with the history elsewhere (one slice of an extra-axial mass does not tell an
     # epidermoid from a craniopharyngioma: 3 of 6 image-only items failed a clinical read when asked by site),
@@ -387,6 +389,12 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
             f["dx_told"] = True
     if not told:
         f["dx_told_ok"] = True
+
+
+def _as_written(words: str, name: str) -> str:
+    """A differential's words for a diagnosis, or its one name where they hold more than it ("A: Arachnoid cyst",
+    "Epidermoid/Ependymoma")."""
+    return name if re.search(r"[:/]", words) else words[:1].upper() + words[1:]
 
 
 def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str | None, site: str | None,

@@ -170,12 +170,17 @@ class Diagnoses:
         """The whole diagnoses a written differential lists, each once by its one name, in the order written.
         Parts the table does not know are left out: a fragment ("and infections such as tuberculosis", "wrong age
         group") is never an option."""
-        out: list[str] = []
+        return list(self.differential_as_written(texts))
+
+    def differential_as_written(self, texts: list[str]) -> dict[str, str]:
+        """``differential``'s diagnoses (its one name -> the words the differential used for it): "Metastasis" in the
+        differential of a skull lesion is a skull metastasis, which the table's one name would call cerebral."""
+        out: dict[str, str] = {}
         for text in texts:
             for part in _parts(text):
                 name = self.name(part)
                 if name and name not in out:
-                    out.append(name)
+                    out[name] = part
         return out
 
 

@@ -315,7 +315,7 @@ def test_lesion_found_on_each_contrast_and_not_invented(sequence: str, lesion: p
     p = NormalizeParams()
     fit = head_fit(sequence)
     vol = phantom.head(sequence, atrophy=ATROPHY, lesion=lesion, seed=21, pose=POSE, subject=SUBJECT)
-    found = {t["target"]: t for t in locate(vol.astype(np.float32), phantom.AFFINE, sequence, p, fit=fit)["targets"]}
+    found = {t["target"]: t for t in locate(vol.astype(np.float32), phantom.AFFINE, sequence, p, fit=fit).targets}
     truth = phantom.ground_truth(atrophy=ATROPHY, lesion=lesion, pose=POSE, subject=SUBJECT)
     assert "lesion" in found, sequence
     les = found["lesion"]
@@ -323,7 +323,7 @@ def test_lesion_found_on_each_contrast_and_not_invented(sequence: str, lesion: p
     assert _in_plane(_world(truth["lesion"], phantom.AFFINE), 2, les["position_mm"]) > 0
     assert les["located_by"] == f"intensity_outlier:{p.lesion_polarity[sequence]}"
     clean = phantom.head(sequence, atrophy=ATROPHY, seed=22, pose=POSE, subject=SUBJECT).astype(np.float32)
-    assert "lesion" not in {t["target"] for t in locate(clean, phantom.AFFINE, sequence, p, fit=fit)["targets"]}
+    assert "lesion" not in {t["target"] for t in locate(clean, phantom.AFFINE, sequence, p, fit=fit).targets}
 
 
 @pytest.mark.integration  # ANTs registration
@@ -338,7 +338,7 @@ def test_targets_on_a_demo_brain_that_is_not_the_template(seed: int) -> None:
     assert subject != phantom.TEMPLATE
     vol = phantom.head("T1w", atrophy=0.3, seed=seed, pose=pose, subject=subject).astype(np.float32)
     truth = phantom.ground_truth(atrophy=0.3, pose=pose, subject=subject)
-    found = {t["target"]: t for t in locate(vol, phantom.AFFINE, "T1w", NormalizeParams())["targets"]}
+    found = {t["target"]: t for t in locate(vol, phantom.AFFINE, "T1w", NormalizeParams()).targets}
     template_off = []
     for name in ("hippocampus", "lateral_ventricles"):
         t = found[name]
@@ -361,9 +361,9 @@ def test_fluid_edge_is_not_a_lesion_on_t1_t2(sequence: str, head_fit: Callable[[
 
     vol = phantom.head(sequence, atrophy=ATROPHY, lesion=PERIVENTRICULAR, seed=21, pose=POSE, subject=SUBJECT)
     found = locate(vol.astype(np.float32), phantom.AFFINE, sequence, NormalizeParams(), fit=head_fit(sequence))
-    assert found["anatomy"]["fit"] == "ok"
+    assert found.anatomy["fit"] == "ok"
     truth = phantom.ground_truth(atrophy=ATROPHY, lesion=PERIVENTRICULAR, pose=POSE, subject=SUBJECT)
-    for t in found["targets"]:
+    for t in found.targets:
         if t["target"] == "lesion":
             off = np.linalg.norm(np.asarray(t["centre_mm"]) - truth["lesion_centre_mm"])
             assert off < PERIVENTRICULAR.radius_mm, (t, truth["lesion_centre_mm"])

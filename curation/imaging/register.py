@@ -104,18 +104,18 @@ def register_series(job: RegisterTask) -> Outcome[Registered]:
     for old in out_dir.glob("*.png"):
         old.unlink()
     fg = data > float(data.mean())
-    from curation.imaging.targets import locate
+    from curation.imaging.targets import Located, locate
 
-    located = locate(data, img.affine, job.sequence, p) if p.key_slices else {"targets": [], "anatomy": {}}
+    located = locate(data, img.affine, job.sequence, p) if p.key_slices else Located()
     refused = job.refused
-    renders = render_volume(data, fg, spacing, p, out_dir, final_dir, targets=located["targets"], refused=refused)
+    renders = render_volume(data, fg, spacing, p, out_dir, final_dir, targets=located.targets, refused=refused)
     params = [round(float(v), 4) for v in tx.GetParameters()] if hasattr(tx, "GetParameters") else []
     step = step_record("register_rigid", reference=job.reference, metric="MattesMI", final_metric=round(metric, 4),
                        transform=params)
     return Outcome.success(Registered(
         renders=renders, spacing=spacing, shape=tuple(int(v) for v in data.shape), step=step,
         qc={**volume_qc(data, fg, spacing, VolumeInfo()), "planes_refused": sorted(refused),
-            "planes_refused_reason": refused, "anatomy": located["anatomy"], "targets": located["targets"]}))
+            "planes_refused_reason": refused, "anatomy": located.anatomy, "targets": located.targets}))
 
 
 REGISTER_SPACING = 2.0  # mm: within-visit registrations run on copies at this spacing

@@ -27,6 +27,16 @@ ISOTROPIC_RATIO = 1.1  # a series whose coarsest sampling is within this of its 
 LESION_GRID_MM = 2.0  # lesions are searched on a 2 mm copy of the 1 mm volume (cheap; a 40 mm3 lesion is 5 voxels)
 
 
+@dataclasses.dataclass
+class Located:
+    """Where a series' targets lie: the placed targets (each ``{target, plane, slice_index, position_mm,
+    located_by}``, the brain montage with ``slices``) and what the anatomy fit found (``not_located``: why each
+    target that is not placed is not; the fit's metric and measures), both as the series' QC records them."""
+
+    targets: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    anatomy: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
 def sampling_mm(affine: np.ndarray) -> tuple[float, float, float]:
     """The source's sampling distance along each RAS world axis: the spacing of the voxel axis closest to it."""
     a = np.asarray(affine, dtype=np.float64)[:3, :3]
@@ -78,7 +88,7 @@ def slice_index(affine: np.ndarray, shape: tuple[int, ...], axis: int, point_mm:
 
 
 def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: NormalizeParams,
-           refused: dict[str, str] | None = None, fit: Any = None, mask: np.ndarray | None = None) -> dict[str, Any]:
+           refused: dict[str, str] | None = None, fit: Any = None, mask: np.ndarray | None = None) -> Located:
     """``_locate``; an odd volume that breaks it loses its targets (reason recorded), never its other renders.
     ``fit`` is the series' anatomy fit when an earlier step made it (one registration per volume); ``mask`` the
     source's lesion mask on the series' grid, which places the lesion instead of the finder."""
@@ -86,8 +96,8 @@ def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Normal
         with contextlib.ExitStack() as made:  # a fit made here is removed when location is done
             return _locate(data, affine, sequence, p, refused or {}, fit, mask, made)
     except Exception as exc:  # numpy/scipy/ITK raise many types on degenerate volumes
-        return {"targets": [], "anatomy": {"fit": "failed", "not_located": {
-            t: f"target location failed ({type(exc).__name__}: {str(exc)[:200]})" for t in sorted(p.targets)}}}
+        return Located(anatomy={"fit": "failed", "not_located": {
+            t: f"target location failed ({type(exc).__name__}: {str(exc)[:200]})" for t in sorted(p.targets)}})
 
 
 def shown_plane(plane: str, refused: dict[str, str]) -> str | None:
@@ -190,23 +200,22 @@ class _OnSeries:
 
 def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: NormalizeParams,
             refused: dict[str, str], fit: Any, mask: np.ndarray | None,
-            made: contextlib.ExitStack) -> dict[str, Any]:
-    """Target placements for a normalized series: ``{"targets": [...], "anatomy": {...}}``. Each target is
+            made: contextlib.ExitStack) -> Located:
+    """Target placements for a normalized series. Each target is
     ``{target, plane, slice_index, position_mm, located_by}`` (the brain montage has ``slices`` instead); a target
     that cannot be placed is left out and its reason listed in ``anatomy["not_located"]``."""
     from curation.imaging import anatomy, templatefit
 
-    out: dict[str, Any] = {"targets": [], "anatomy": {"template": "MNI152 2009a sym (nilearn)",
-                                                      "registration": "antspyx",
-                                                      "version": anatomy.VERSION, "not_located": {}}}
+    out = Located(anatomy={"template": "MNI152 2009a sym (nilearn)", "registration": "antspyx",
+                           "version": anatomy.VERSION, "not_located": {}})
     wanted: set[str] = set(p.targets)
     if mask is not None and "lesion" in wanted:  # the source's mask is the truth: no finder, and no fit for it
         wanted.discard("lesion")
         placed, why = place_mask_lesion(mask, data, affine, p.lesion_small_mm3)
         if placed is None:
-            out["anatomy"]["not_located"]["lesion"] = why
+            out.anatomy["not_located"]["lesion"] = why
         else:
-            out["targets"].append(placed)
+            out.targets.append(placed)
     if not wanted:
         return out
     try:
@@ -214,8 +223,8 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
             fit = templatefit.fit_template(data, affine, sequence)
             made.callback(fit.close)
     except Exception as exc:  # ITK raises on degenerate images
-        out["anatomy"]["fit"] = "failed"
-        out["anatomy"]["not_located"] = {t: f"template registration failed ({type(exc).__name__})"
+        out.anatomy["fit"] = "failed"
+        out.anatomy["not_located"] = {t: f"template registration failed ({type(exc).__name__})"
                                          for t in sorted(wanted)}
         return out
     on = _maps_on_series(data, affine, fit)
@@ -224,7 +233,7 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
         from curation.imaging import ventricles
 
         ml, how = ventricles.measure(on.small, on.small_aff, sequence, fit)
-        out["anatomy"]["measures"] = ({"lateral_ventricles_ml": ml, "how": how} if ml is not None
+        out.anatomy["measures"] = ({"lateral_ventricles_ml": ml, "how": how} if ml is not None
                                       else {"not_measured": {"lateral_ventricles": how}})
     _place_landmark_targets(out, wanted, fit, on, refused, affine, data.shape)
     if "brain" in wanted:
@@ -232,7 +241,7 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
     if "lesion" in wanted:
         polarity = p.lesion_polarity.get(sequence or "")
         if polarity is None:
-            out["anatomy"]["not_located"]["lesion"] = f"no lesion contrast configured for sequence {sequence}"
+            out.anatomy["not_located"]["lesion"] = f"no lesion contrast configured for sequence {sequence}"
         elif sequence not in FLUID_LIKE:
             _place_lesions(out, on.small, on.small_aff, on.gm, on.wm, on.brain, on.vent, polarity, p, affine,
                            data.shape, on.fraction)
@@ -253,7 +262,7 @@ def _maps_on_series(data: np.ndarray, affine: np.ndarray, fit: Any) -> _OnSeries
     return _OnSeries(small, small_aff, gm, wm, vent, brain, dict(zip(regions, warped, strict=True)))
 
 
-def _judge_fit(out: dict[str, Any], wanted: set[str], fit: Any, on: _OnSeries) -> set[str]:
+def _judge_fit(out: Located, wanted: set[str], fit: Any, on: _OnSeries) -> set[str]:
     """Record whether the fit can be trusted (the series' tissues where it puts the template's, a plausible scale);
     the targets still to place: all wanted, only the lesion where the scale alone is off, none where the tissues
     are."""
@@ -263,21 +272,21 @@ def _judge_fit(out: dict[str, Any], wanted: set[str], fit: Any, on: _OnSeries) -
     if check is None and not (MIN_SCALE <= scale.min() and scale.max() <= MAX_SCALE):
         check = (f"the template fit is implausible (scaled {scale.min():.2f}..{scale.max():.2f}, outside "
                  f"{MIN_SCALE}..{MAX_SCALE})")
-    out["anatomy"].update({"fit": "ok" if check is None else "refused", "metric": round(fit.metric, 4),
+    out.anatomy.update({"fit": "ok" if check is None else "refused", "metric": round(fit.metric, 4),
                            "scale": [round(float(v), 3) for v in scale], **fit.record()})
     if check is None:
         return wanted
-    out["anatomy"]["fit_reason"] = check
-    out["anatomy"]["not_located"] = {t: check for t in sorted(wanted)}
+    out.anatomy["fit_reason"] = check
+    out.anatomy["not_located"] = {t: check for t in sorted(wanted)}
     if tissue is not None or "lesion" not in wanted:
         return set()
     # the landmarks cannot be trusted, but the series' own tissues lie where the fit puts them (the check above):
     # the lesion, found against those tissues, still can (a glioma's mass effect strains the fit's scale)
-    del out["anatomy"]["not_located"]["lesion"]
+    del out.anatomy["not_located"]["lesion"]
     return {"lesion"}
 
 
-def _place_landmark_targets(out: dict[str, Any], wanted: set[str], fit: Any, on: _OnSeries, refused: dict[str, str],
+def _place_landmark_targets(out: Located, wanted: set[str], fit: Any, on: _OnSeries, refused: dict[str, str],
                             affine: np.ndarray, shape: tuple[int, ...]) -> None:
     """The hippocampus and lateral ventricle renders: the plane through the fit's landmarks, in a plane the
     acquisition can show, and only where that slice cuts the target's region."""
@@ -290,18 +299,18 @@ def _place_landmark_targets(out: dict[str, Any], wanted: set[str], fit: Any, on:
         t = targets[name]  # type: ignore[index]
         plane = shown_plane(t.plane, refused)
         if plane is None:
-            out["anatomy"]["not_located"][name] = f"no plane of this acquisition can show it ({refused[t.plane]})"
+            out.anatomy["not_located"][name] = f"no plane of this acquisition can show it ({refused[t.plane]})"
             continue
         axis = PLANE_NORMAL[plane]
         point = _through_one_side(fit.to_series(np.array(list(t.landmarks.values()))), axis,
                                   lambda q, a=axis, n=name: on.fraction(on.regions[n], a, q) or 0.0)
         idx = slice_index(affine, shape, axis, point)
         if idx is None:
-            out["anatomy"]["not_located"][name] = "the landmark lies outside the volume's field of view"
+            out.anatomy["not_located"][name] = "the landmark lies outside the volume's field of view"
             continue
         shown = on.fraction(on.regions[name], axis, point)
         if shown == 0:  # the slice misses the target's region: a render of it would not show it
-            out["anatomy"]["not_located"][name] = f"the {plane} slice through it does not cut its region"
+            out.anatomy["not_located"][name] = f"the {plane} slice through it does not cut its region"
             continue
         placed = {"target": name, "plane": plane, "slice_index": idx,
                   "position_mm": slice_position(affine, shape, axis, idx, point),
@@ -309,10 +318,10 @@ def _place_landmark_targets(out: dict[str, Any], wanted: set[str], fit: Any, on:
                   "centre_mm": [round(float(v), 2) for v in point]}
         if plane != t.plane:
             placed["instead_of"] = {"plane": t.plane, "reason": refused[t.plane]}
-        out["targets"].append(placed)
+        out.targets.append(placed)
 
 
-def _place_brain_montage(out: dict[str, Any], fit: Any, affine: np.ndarray, shape: tuple[int, ...]) -> None:
+def _place_brain_montage(out: Located, fit: Any, affine: np.ndarray, shape: tuple[int, ...]) -> None:
     """Nine axial slices from the brain's lowest to its highest landmark, where all lie in the field of view."""
     from curation.imaging import anatomy
 
@@ -321,14 +330,14 @@ def _place_brain_montage(out: dict[str, Any], fit: Any, affine: np.ndarray, shap
     found_idx = [slice_index(affine, shape, 2, lo + f * (hi - lo)) for f in np.linspace(0.0, 1.0, 9)]
     idxs = [i for i in found_idx if i is not None]
     if len(idxs) < len(found_idx):
-        out["anatomy"]["not_located"]["brain"] = "the brain is not wholly inside the volume's field of view"
+        out.anatomy["not_located"]["brain"] = "the brain is not wholly inside the volume's field of view"
     else:
-        out["targets"].append({"target": "brain", "plane": "montage", "slices": idxs,
+        out.targets.append({"target": "brain", "plane": "montage", "slices": idxs,
                                "positions_mm": [slice_position(affine, shape, 2, i) for i in idxs],
                                "located_by": "atlas_registration"})
 
 
-def _place_fluid_lesion(out: dict[str, Any], on: _OnSeries, polarity: str, p: NormalizeParams, affine: np.ndarray,
+def _place_fluid_lesion(out: Located, on: _OnSeries, polarity: str, p: NormalizeParams, affine: np.ndarray,
                         shape: tuple[int, ...]) -> None:
     """The lesion target of a fluid-like sequence (lesions.find_lesion: one cluster in the deep white matter)."""
     from curation.imaging import lesions
@@ -338,12 +347,12 @@ def _place_fluid_lesion(out: dict[str, Any], on: _OnSeries, polarity: str, p: No
                                 min_voxels=max(2, int(np.ceil(p.lesion_min_mm3 / voxel_mm3))),
                                 exclude=on.vent > 0.2, deep_white_only=True)
     if found is None:
-        out["anatomy"]["not_located"]["lesion"] = "no cluster of outlying voxels reaches the minimum size"
+        out.anatomy["not_located"]["lesion"] = "no cluster of outlying voxels reaches the minimum size"
         return
     centre = on.small_aff @ np.append(found.centroid_vox, 1.0)
     idx = slice_index(affine, shape, 2, centre[:3])
     if idx is not None:
-        out["targets"].append({"target": "lesion", "plane": "axial", "slice_index": idx,
+        out.targets.append({"target": "lesion", "plane": "axial", "slice_index": idx,
                                "position_mm": slice_position(affine, shape, 2, idx, centre[:3]),
                                "located_by": f"intensity_outlier:{polarity}",
                                "volume_mm3": round(found.voxels * voxel_mm3, 1),
@@ -468,7 +477,7 @@ def _through_one_side(points: np.ndarray, axis: int, shown: Any) -> np.ndarray:
     return max(points, key=lambda q: shown(q))
 
 
-def _place_lesions(out: dict[str, Any], small: np.ndarray, small_aff: np.ndarray, gm: np.ndarray, wm: np.ndarray,
+def _place_lesions(out: Located, small: np.ndarray, small_aff: np.ndarray, gm: np.ndarray, wm: np.ndarray,
                    brain: np.ndarray, vent: np.ndarray, polarity: str, p: NormalizeParams, affine: np.ndarray,
                    shape: tuple[int, ...], fraction: Any) -> None:
     """The lesion target of a sequence where lesions are unlike any normal tissue (lesions.find_lesions): the axial
@@ -482,15 +491,15 @@ def _place_lesions(out: dict[str, Any], small: np.ndarray, small_aff: np.ndarray
                                  small_voxels=max(2, int(np.ceil(p.lesion_small_mm3 / voxel_mm3))),
                                  ventricles=vent)
     if found is None:
-        out["anatomy"]["not_located"]["lesion"] = "the grown clusters of outlying voxels do not reach the minimum size"
+        out.anatomy["not_located"]["lesion"] = "the grown clusters of outlying voxels do not reach the minimum size"
         return
     centre = (small_aff @ np.append(found.slice_centroid_vox, 1.0))[:3]
     idx = slice_index(affine, shape, 2, centre)
     if idx is None:
-        out["anatomy"]["not_located"]["lesion"] = "the lesion lies outside the volume's field of view"
+        out.anatomy["not_located"]["lesion"] = "the lesion lies outside the volume's field of view"
         return
     largest = found.labels == 1
-    out["targets"].append({"target": "lesion", "plane": "axial", "slice_index": idx,
+    out.targets.append({"target": "lesion", "plane": "axial", "slice_index": idx,
                            "position_mm": slice_position(affine, shape, 2, idx, centre),
                            "located_by": f"intensity_outlier:{polarity}",
                            "volume_mm3": round(found.voxels[0] * voxel_mm3, 1),

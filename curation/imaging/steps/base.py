@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 import numpy as np
 
 from curation.imaging.convert import VolumeInfo
+from curation.imaging.targets import Located
 from curation.params import NormalizeParams
 from curation.report import Outcome
 from curation.schema import Render, Step
@@ -65,7 +66,6 @@ class SeriesContext:
     task: SeriesTask
     info: VolumeInfo = field(default_factory=VolumeInfo)
     src_affine: Any = None  # the acquisition's sampling, before any resampling
-    defaced: bool = False
     deface: DefaceOutcome | None = None  # the deface step's outcome (and why), for the series' QC
     fit: Fit | None = None  # the anatomy fit (templatefit.Fit), made once and used by defacing and target location
     fit_failed: str | None = None
@@ -74,13 +74,18 @@ class SeriesContext:
     sidecar: dict[str, Any] = field(default_factory=dict)
     sampling: tuple[float, ...] = ()
     refused: dict[str, str] = field(default_factory=dict)
-    located: dict[str, Any] = field(default_factory=lambda: {"targets": [], "anatomy": {}})
+    located: Located = field(default_factory=Located)
     renders: list[Render] = field(default_factory=list)
     qc: dict[str, Any] = field(default_factory=dict)
 
     @property
     def params(self) -> NormalizeParams:
         return self.task.params
+
+    @property
+    def defaced(self) -> bool:
+        """Whether the deface step removed a face (not a face-free series, nor one the step skipped)."""
+        return self.deface is not None and self.deface.outcome == "defaced"
 
     @property
     def foreground(self) -> np.ndarray:

@@ -47,7 +47,7 @@ def _face_free(img: Any, ctx: SeriesContext) -> dict[str, Any] | None:
             "series_kind": ctx.fit.kind}
 
 
-@declares(reads=("fit",), writes=("deface", "defaced"))
+@declares(reads=("fit",), writes=("deface",))
 def deface(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     """Zero face and ears (curation.imaging.deface) of the sequences ``deface_sequences`` names (None: all); a
     face-free series (a brain without its head) passes unchanged, recorded as such."""
@@ -64,7 +64,6 @@ def deface(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
         img, summary = deface_image(img)
     except DefaceError as exc:  # a face that cannot be removed safely is never rendered
         raise Refused(Outcome.failure("deface_refused", str(exc))) from exc
-    ctx.defaced = True
     ctx.deface = DefaceOutcome("defaced", removed_voxels=summary["removed_voxels"])
     return img, step_record("deface", DEFACE_VERSION, outcome="defaced",
                             **{k: v for k, v in summary.items() if k != "version"})

@@ -23,12 +23,12 @@ def locate_targets(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     if mask is not None and ctx.fit is not None:  # the lobe the mask's lesion lies in, through the anatomy fit
         from curation.imaging.targets import tell_mask_lobe
 
-        for placed in ctx.located["targets"]:
+        for placed in ctx.located.targets:
             if placed.get("located_by") == MASK_LOCATED:
                 tell_mask_lobe(placed, mask, voxel_data(img), img.affine, ctx.fit)
     if ctx.fit_failed:  # what the source's mask placed needs no fit
-        kept = [t for t in ctx.located["targets"] if t.get("located_by") == MASK_LOCATED]
-        ctx.located["anatomy"].update(fit="failed", not_located={t: ctx.fit_failed for t in sorted(p.targets)
+        kept = [t for t in ctx.located.targets if t.get("located_by") == MASK_LOCATED]
+        ctx.located.anatomy.update(fit="failed", not_located={t: ctx.fit_failed for t in sorted(p.targets)
                                                                   if not (t == "lesion" and kept)})
-        ctx.located["targets"] = kept
-    return img, step_record("locate_targets", **dict(ctx.located["anatomy"].items()))
+        ctx.located.targets = kept
+    return img, step_record("locate_targets", **dict(ctx.located.anatomy.items()))

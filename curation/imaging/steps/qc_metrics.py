@@ -15,8 +15,8 @@ from curation.schema import Step
 def qc(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     ctx.qc = volume_qc(voxel_data(img), ctx.foreground, ctx.spacing, ctx.info)
     ctx.qc.update({"source_sampling_mm": list(ctx.sampling), "planes_refused": sorted(ctx.refused),
-                   "planes_refused_reason": ctx.refused, "anatomy": ctx.located["anatomy"],
-                   "targets": ctx.located["targets"]})
+                   "planes_refused_reason": ctx.refused, "anatomy": ctx.located.anatomy,
+                   "targets": ctx.located.targets})
     if ctx.deface is not None:
         ctx.qc["deface"] = ctx.deface.record()
     return img, None

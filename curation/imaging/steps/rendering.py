@@ -15,5 +15,5 @@ def render(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
 
     t, p = ctx.task, ctx.params
     ctx.renders = render_volume(voxel_data(img), ctx.foreground, ctx.spacing, p, Path(t.out_dir), Path(t.final_dir),
-                                targets=ctx.located["targets"], refused=ctx.refused)
+                                targets=ctx.located.targets, refused=ctx.refused)
     return img, step_record("render", size=p.render_size, window_percentiles=list(WINDOW_PERCENTILES))

@@ -12,7 +12,7 @@ from curation.records import write_text
 from curation.schema import Step
 
 
-@declares(reads=("defaced", "info"), writes=("spacing", "sidecar"))
+@declares(reads=("deface", "info"), writes=("spacing", "sidecar"))
 def save(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     """Write the normalized volume and its sidecar (acquisition metadata, sequence, orientation, spacing)."""
     out_dir = Path(ctx.task.out_dir)

@@ -150,8 +150,26 @@ def test_an_open_diagnosis_item_weighs_the_cases_own_differential(tmp_path: Path
         assert "consider" not in plain[template].question and "consider" not in plain[template].reference_answer
         assert "What else would you consider" in weighed[template].question.replace("what else", "What else")
         assert weighed[template].reference_answer.endswith(
-            "Also to consider: Metastasis, Lymphoma.")  # as the case wrote them
+            "Also to consider: Metastasis, Lymphoma.")  # as the case named them
         assert weighed[template].answer == plain[template].answer  # the key is the case's diagnosis still
+
+
+@pytest.mark.parametrize(("written", "want"), [
+    ("Metastasis", "Metastasis"),  # of a skull lesion: not the table's "Cerebral metastasis"
+    ("Less likely lymphoma?", "Lymphoma"),
+    ("Cerebral abscess (unlikely)", "Cerebral abscess"),
+    ("AV malformation", "AV malformation"),
+    ("PNET", "PNET"),
+    # slang, a shout, or two diagnoses in one: the table's name
+    ("Mets", "Cerebral metastasis"),
+    ("METASTASIS", "Cerebral metastasis"),
+    ("Epidermoid/Ependymoma", "Epidermoid cyst"),
+])
+def test_a_differential_is_listed_by_the_name_its_case_used(written: str, want: str) -> None:
+    from curation.generate.teaching import _as_written
+
+    [(name, words)] = Diagnoses(DIAGNOSES).differential_as_written([written]).items()
+    assert _as_written(words, name) == want
 
 
 def test_a_withheld_diagnosis_leaves_its_key_slot_to_a_case_that_can_show_it() -> None:
@@ -260,10 +278,15 @@ def test_no_side_where_the_case_puts_its_findings_on_both_sides() -> None:
     ("Well defined water signal lesion in the inferior left frontal lobe.",
      "Well defined water signal lesion in the inferior frontal lobe."),
     ("Left frontal mass. R PCA territory infarct.", "Frontal mass. PCA territory infarct."),
-    ("A right-sided mass.", "A mass."),
-    # a direction, or the two sides together, is no side the finding lies on
+    ("A right-sided mass, and a smaller one on the left.", "A mass, and a smaller one."),
+    ("A left insular mass; e.g. left frontal.", "An insular mass; e.g. frontal."),
+    # a direction, the two sides compared, or a panel is no side the finding lies on
     ("Midline shift to the right.", "Midline shift to the right."),
-    ("Both the left and right thalami.", "Both the left and right thalami."),
+    ("Both the left and right thalami, left greater than right.", "Both the left and right thalami, left greater "
+                                                                  "than right."),
+    ("Extends from the left to the right hemisphere, slightly left of midline.",
+     "Extends from the left to the right hemisphere, slightly left of midline."),
+    ("Right-to-left shunt; L > R asymmetry; left image.", "Right-to-left shunt; L > R asymmetry; left image."),
 ])
 def test_a_reference_under_sagittal_images_names_no_side(text: str, want: str) -> None:
     assert sideless(text) == want

@@ -173,20 +173,27 @@ class Diagnoses:
         return list(self.differential_as_written(texts))
 
     def differential_as_written(self, texts: list[str]) -> dict[str, str]:
-        """``differential``'s diagnoses (its one name -> the words the differential used for it): "Metastasis" in the
-        differential of a skull lesion is a skull metastasis, which the table's one name would call cerebral."""
+        """``differential``'s diagnoses (its one name -> the words the differential named it by, less the table's
+        noise words and hedges: "less likely lymphoma" -> "lymphoma"): "Metastasis" in the differential of a skull
+        lesion is a skull metastasis, which the table's one name would call cerebral."""
         out: dict[str, str] = {}
         for text in texts:
             for part in _parts(text):
                 name = self.name(part)
                 if name and name not in out:
-                    out[name] = part
+                    words = _HEDGE.sub(" ", part)
+                    words = self._noise.sub(" ", words) if self._noise else words
+                    out[name] = " ".join(words.split()).strip(" .,:;-")
         return out
 
 
 # a differential's items: lines, bullets, numbers, ">" and "-" markers, semicolons; a line of short items joined by
 # commas or "vs"; what a parenthesis or a dash adds to an item ("- wrong age group") is not an item
 _ITEM_BREAK = re.compile(r"[\n;•·>]|(?:^|\s)(?:\d+[.)]|[-–]\s)|\bvs\.?\b|\bversus\b", re.I)
+
+
+# how sure a differential's author was of an item, or what to do about it: not part of its name
+_HEDGE = re.compile(r"\b(?:(?:less|more|most)\s+|un)?likely\b|\bconsider\w*|\brule out\b|\br/o\b|\?", re.I)
 
 
 def _parts(text: str) -> list[str]:

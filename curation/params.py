@@ -91,7 +91,7 @@ class NormalizeParams(Section):
     intensity: Literal["percentile", "zscore", "none"] = "percentile"
     percentiles: tuple[float, float] = (0.5, 99.5)
     render_size: int = Field(256, ge=32, le=2048)
-    figure_size: int = Field(512, ge=32, le=4096)  # a figure's longest side as released (a smaller one stays as is)
+    figure_size: int = Field(1024, ge=32, le=4096)  # a figure's longest side as released (a smaller one stays as is)
     planes: list[Literal["axial", "coronal", "sagittal"]] = Field(
         default_factory=lambda: ["axial", "coronal", "sagittal"]
     )

@@ -224,8 +224,12 @@ def own_sentences(fig: Figure) -> str:
     """A figure's caption less the sentences about what the image shown cannot show: another figure, or another
     sequence (a "T2 hyperintense" sentence under a post-contrast T1 image), so that a reference holds only what a
     reader of this image can see; under a sagittal image, less the side it names too."""
-    text = visible_sentences(fig.caption, {fig.kind or ""})
-    return sideless(text) if fig.plane == "sagittal" else text
+    return as_seen(visible_sentences(fig.caption, {fig.kind or ""}), [fig])
+
+
+def as_seen(text: str, figs: list[Figure]) -> str:
+    """``text`` as ``figs`` can show it: without the side of its finding where they are all sagittal."""
+    return sideless(text) if all(g.plane == "sagittal" for g in figs) else text
 
 
 # a side named as where a finding lies ("inferior left frontal lobe", "R PCA territory", "right-sided mass", "on the
@@ -448,8 +452,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
     for g in figs:
         _note_dims(f, g, dx_table)
     f["dx_image_count"] = ("one image", "two images", "three images")[len(figs) - 1]
-    f["dx_caption_first"] = _supporting_sentence(own_sentences(fig) or (sideless(fig.caption)
-                                                                        if fig.plane == "sagittal" else fig.caption))
+    f["dx_caption_first"] = _supporting_sentence(own_sentences(fig) or as_seen(fig.caption, [fig]))
     _compartment_facts(f, figs, site, dx_table, asked)
     # a diagnosis the shown images' captions themselves entertain ("may represent small vessel disease") is a
     # second right answer, never a wrong option
@@ -463,9 +466,8 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
             told.setdefault(clip(own_sentences(g), 400), []).append(k)
     described = " ".join(f"{' and '.join(_ORDINAL[k] for k in ks).capitalize()} "
                          f"image{'s' if len(ks) > 1 else ''}: {text}" for text, ks in told.items())
-    report = visible_sentences(case.sections.get("findings", ""), {g.kind or "" for g in figs}, negatives=False)
-    if all(g.plane == "sagittal" for g in figs):
-        report = sideless(report)
+    report = as_seen(visible_sentences(case.sections.get("findings", ""), {g.kind or "" for g in figs},
+                                       negatives=False), figs)
     # the report is the reference only where no caption describes the images: its other sentences are about
     # slices and sequences the item does not show
     f["dx_reference"] = described or (f"The report: {clip(report, 500)}" if report else "")
@@ -628,9 +630,7 @@ def _caption_group(usable: list[Figure], case: Case, dx_table: Diagnoses, decidi
 def _group_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses, asked: Counter[str],
                  reported: set[str | None]) -> None:
     """The findings of a caption group, asked of all its figures; its structure where no key figure gave one."""
-    described = visible_sentences(figs[0].caption, {g.kind or "" for g in figs})
-    if all(g.plane == "sagittal" for g in figs):
-        described = sideless(described)
+    described = as_seen(visible_sentences(figs[0].caption, {g.kind or "" for g in figs}), figs)
     f["image"]["group_figures"] = [_evidence(g) for g in figs]
     for g in figs:
         _note_dims(f, g, dx_table)

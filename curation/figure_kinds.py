@@ -103,3 +103,44 @@ def kinds_named(text: str) -> set[str]:
         if kind is not None and pattern.search(text) and not (unless and unless.search(text)):
             out.add(kind)
     return out
+
+
+# a journal figure's caption names what the image is before what it shows ("Axial diffusion-weighted MRI showing
+# restricted diffusion ..."): the kind is read from those words only, so that a finding the caption goes on to
+# compare ("... which did not enhance", "... with restricted diffusion") is not taken for the image's kind
+_CAPTION_HEAD = re.compile(r"[.;]\s|\b(?:show\w*|demonstrat\w*|reveal\w*|depict\w*|display\w*|illustrat\w*|"
+                           r"indicat\w*|confirm\w*|disclos\w*|highlight\w*|where|in which|obtained)\b", re.I)
+# a figure of several panels (labelled "(A)", "a-c", "left panel", or described image by image): what one panel is
+# is not what the figure is, so such a figure names no kind
+_PANELS = re.compile(r"\(\s*[A-Ha-h](?:\s*(?:[-–,]|and)\s*[A-Ha-h])*\s*\)|(?:^|[.;]\s+)[A-H][.),:]\s|"
+                     r"\b[A-H]\s*[-–,]\s*[A-H]\b|\b[A-H]\s*and\s*[A-H]\s*:|"
+                     r"(?i:\b(?:panels?|montage|composite|series of)\b)|"
+                     r"(?i:\b(?:upper|lower|top|bottom|middle|left|right)\s+(?:panels?|images?|rows?|columns?|figure)\b)")
+_PLURAL = re.compile(r"\b(?:images|scans|slices|sections|views|sequences)\b", re.I)
+_PLANE_WORD = re.compile(r"\b(axial|transverse|coronal|sagittal)\b(?!\s+(?:sinus|suture|band))", re.I)
+# a finding, not a kind: "restricted diffusion" is seen on DWI, but a caption may say it of another image
+_FINDING_WORDS = re.compile(r"\brestrict\w*\s+diffusion\b|\bdiffusion\s+restrict\w*", re.I)
+# a contrast the table's patterns did not read ("CT performed with intravenous contrast"): not a plain kind
+_CONTRAST_SAID = re.compile(r"contrast|gadolin|\bgd\b|enhanced|\bpost\b|\+\s?c\b", re.I)
+_NO_CONTRAST_SAID = re.compile(r"non-?\s?contrast|pre-?contrast|without contrast|unenhanced|non-?enhanced", re.I)
+# patterns that match within another kind's words (a "T1 after gadolinium" also reads as T1; "CT angiography" as CT)
+_WITHIN = {"T1C": {"T1"}, "CTC": {"CT"}, "CTA": {"CT"}}
+
+
+def caption_kind(caption: str) -> FigureKind:
+    """What a figure is, from its caption, where the caption describes one image of one kind in one plane (a case
+    report's figure); none where it describes panels, several images, several kinds or planes, or names no kind."""
+    text = " ".join(caption.split())
+    if not text or _PANELS.search(text):
+        return FigureKind()
+    head = _FINDING_WORDS.sub(" ", _CAPTION_HEAD.split(text, maxsplit=1)[0])
+    planes = {_table()[0].planes[p.lower()] for p in _PLANE_WORD.findall(text)}
+    if _PLURAL.search(head) or len(planes) > 1:
+        return FigureKind()
+    kind = figure_kind(head, planes.pop() if planes else None)
+    if kind.kind is None or kinds_named(_FINDING_WORDS.sub(" ", text)) - {kind.kind} - _WITHIN.get(kind.kind, set()):
+        return FigureKind()
+    if not kind.contrast and kind.kind != "CTA" and _CONTRAST_SAID.search(head) \
+            and not _NO_CONTRAST_SAID.search(head):
+        return FigureKind()
+    return kind

@@ -242,7 +242,8 @@ def golden_summary(cases: list[Case]) -> list[dict]:
                         "scores": v.scores, "series": [{"sequence": s.sequence, "n_files": len(s.files),
                                                         "description": s.description} for s in v.series]}
                        for v in c.visits],
-            "figures": [{"figure_id": f.figure_id, "label": f.label, "missing": f.missing} for f in c.figures],
+            "figures": [{"figure_id": f.figure_id, "label": f.label, "missing": f.missing, "kind": f.kind,
+                         "plane": f.plane} for f in c.figures],
             "ehr": c.ehr,
         })
     return out

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from curation.figure_kinds import figure_kind
+from curation.figure_kinds import caption_kind, figure_kind
 from curation.generate.engine import Engine, Skip
 from curation.generate.teaching import sideless, teaching_facts
 from curation.ingest import run
@@ -53,6 +53,83 @@ def test_figure_kind_reads_what_sources_call_their_images(words: str, plane: str
                                                            want_plane: str | None) -> None:
     k = figure_kind(words, plane)
     assert (k.kind, k.sequence, k.contrast, k.plane) == (kind, seq, contrast, want_plane)
+
+
+@pytest.mark.parametrize(("caption", "kind", "plane"), [
+    ("Axial diffusion-weighted MRI showing restricted diffusion in the left MCA territory (arrow).", "DWI", "axial"),
+    ("Brain MRI, sagittal T1-weighted post-gadolinium image, demonstrating a ring-enhancing mass.", "T1C", "sagittal"),
+    ("Magnetic resonance imaging of the brain: coronal FLAIR shows hyperintensity of both hippocampi.", "FLAIR",
+     "coronal"),
+    ("Non-contrast CT of the head shows a hyperdense right middle cerebral artery.", "CT", None),
+    ("Contrast-enhanced axial CT demonstrating a rim-enhancing collection.", "CTC", "axial"),
+    ("Axial FLAIR image with a lesion that had restricted diffusion.", "FLAIR", "axial"),
+    # what a caption shows is not what the image is: "CT performed with intravenous contrast" is no plain CT
+    ("Axial CT performed with intravenous contrast shows a dense basal ganglia focus.", None, None),
+    # several panels, several images, kinds or planes: a figure of panels names no kind
+    ("(A) Axial FLAIR shows hyperintensity. (B) T1 after contrast shows enhancement.", None, None),
+    ("A, Axial T2 image. B, Diffusion-weighted image.", None, None),
+    ("Axial T2-weighted MRI shows lesions in the left (a) and right (b) thalamus.", None, None),
+    ("Axial T2 and FLAIR images showing periventricular lesions.", None, None),
+    ("Axial and coronal T1 after contrast.", None, None),
+    ("Left image: axial T2; right image: axial FLAIR.", None, None),
+    ("Axial T2 image through the midbrain. Coronal T2 shows the same lesion.", None, None),
+    ("MRI of the brain showing a lesion in the pons.", None, None),
+    ("Flow chart of included patients.", None, None),
+])
+def test_a_case_report_figure_says_its_kind_only_where_its_caption_describes_one_image(
+        caption: str, kind: str | None, plane: str | None) -> None:
+    k = caption_kind(caption)
+    assert (k.kind, k.plane) == (kind, plane)
+
+
+@needs_medpix
+def test_kinds_read_from_real_captions_agree_with_the_labels_their_source_gave() -> None:
+    """MedPix states each image's modality and plane apart from its caption: read from the caption alone, the kind
+    (where one is read) is the one MedPix states, but for the odd caption written for another image of the case."""
+    import json
+
+    said = read = agree = 0
+    for d in json.loads((MEDPIX / "Descriptions.json").read_text(encoding="utf-8")):
+        desc = d.get("Description") or {}
+        truth = figure_kind(desc.get("Modality") or "", desc.get("Plane"))
+        k = caption_kind(desc.get("Caption") or "")
+        if k.kind and truth.kind:
+            said += 1
+            agree += k.kind == truth.kind
+        read += bool(k.kind)
+    assert read >= 60 and agree >= 0.95 * said, (read, agree, said)
+
+
+def test_a_case_report_figure_of_one_image_goes_through_the_teaching_engine(tmp_path: Path) -> None:
+    """A journal case report's figure whose caption says what one image is becomes a teaching figure, as a MedPix
+    figure is (kind, plane, the items of the teaching templates); a figure of panels keeps no kind."""
+    from .factories import png
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    png(raw / "g1.png", size=64)
+    png(raw / "g2.png", size=64)
+    figs = [("F1", "Axial FLAIR MRI shows a large hyperintense mass in the right frontal lobe with surrounding oedema "
+                   "and mass effect on the right lateral ventricle.", "g1"),
+            ("F2", "(A) Axial T2 and (B) DWI of the same lesion.", "g2")]
+    fig_xml = "".join(f'<fig id="{i}"><label>Figure</label><caption><p>{c}</p></caption>'
+                      f'<graphic xlink:href="{g}"/></fig>' for i, c, g in figs)
+    (raw / "a.nxml").write_text(
+        '<article xmlns:xlink="http://www.w3.org/1999/xlink" article-type="case-report"><front><article-meta>'
+        '<article-id pub-id-type="doi">10.1/x</article-id><title-group><article-title>A frontal mass'
+        '</article-title></title-group></article-meta></front><body><sec><title>Case report</title>'
+        '<p>A 60-year-old man had headaches for two months.</p></sec>' + fig_xml + '</body></article>',
+        encoding="utf-8")
+    (case,) = _ingest("case-reports", raw, tmp_path / "out")
+    assert [(f.kind, f.plane) for f in case.figures] == [("FLAIR", "axial"), (None, None)]
+    case.diagnosis = Diagnosis(primary="glioblastoma")
+    engine = Engine(GenerateParams(templates_dir=str(ROOT / "templates" / "questions"),
+                                   knowledge=str(ROOT / "templates" / "knowledge" / "neurology.yaml"),
+                                   diagnoses=str(DIAGNOSES)))
+    items, _ = engine.generate(_rendered(case))
+    made = {i.template_id for i in items}
+    assert "teaching_findings" in made and all(t.startswith("teaching_") for t in made), made
+    assert all(i.images == [case.figures[0].path] for i in items)
 
 
 def test_diagnoses_by_one_name_and_differentials_as_whole_diagnoses() -> None:

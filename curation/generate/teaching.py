@@ -200,7 +200,15 @@ def _placed(caption: str, dx_table: Diagnoses) -> bool:
     # (a side of the brain alone is not a place: "in R cerebral hemisphere")
     sided = re.sub(r"\b(?:(?i:left|right)|L|R)\s+(?:cerebral\s+)?hemispheres?\b", "", caption)
     side = bool(_LEFT.search(sided) or _RIGHT.search(sided) or _BOTH.search(sided))
-    return bool(dx_table.mentioned(caption)) or (side and caption_score(caption) >= 2)
+    return (bool(dx_table.mentioned(caption)) or bool(_TERRITORY.search(caption))
+            or (side and caption_score(caption) >= 2))
+
+
+# an arterial territory places an infarct as a structure places a mass ("restricted diffusion in the left MCA
+# territory")
+_TERRITORY = re.compile(r"\b(?:(?:ACA|MCA|PCA|PICA|AICA|SCA|ICA)|(?i:(?:anterior|middle|posterior)\s+cerebral|"
+                        r"(?:anterior|posterior)\s+inferior\s+cerebellar|superior\s+cerebellar|basilar|"
+                        r"lenticulostriate|watershed))(?:\s+artery)?\s+(?i:territor(?:y|ies)|distribution)\b")
 
 
 # a caption sentence about what this image does not show: another figure ("images three and four", "the next

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from curation.errors import validation_message
+from curation.figure_kinds import caption_kind
 from curation.ingest.base import IngestContext, path_digest
 from curation.paths import safe_name, unique_name
 from curation.schema import Case, Figure, Provenance, Publication, SourceName, attribution_of
@@ -200,7 +201,10 @@ def _figures(ctx: IngestContext, path: Path, where: str, article: ET.Element, ca
             figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True))
             continue
         stored = ctx.store(fig_path, case_id, f"{fig_id}{fig_path.suffix.lower()}")
-        figures.append(Figure(figure_id=fig_id, label=label, caption=caption, path=stored))
+        # what the image is, where its caption describes one image of one kind (a figure of panels names none)
+        kind = caption_kind(caption)
+        ctx.report.counts["figures_kind_from_caption" if kind.kind else "figures_without_kind"] += 1
+        figures.append(Figure(figure_id=fig_id, label=label, caption=caption, path=stored, **kind.model_dump()))
     return figures
 
 

@@ -127,15 +127,17 @@ _NO_CONTRAST_SAID = re.compile(r"non-?\s?contrast|pre-?contrast|without contrast
 _WITHIN = {"T1C": {"T1"}, "CTC": {"CT"}, "CTA": {"CT"}}
 
 
-def caption_kind(caption: str) -> FigureKind:
+def caption_kind(caption: str, panels: int = 1) -> FigureKind:
     """What a figure is, from its caption, where the caption describes one image of one kind in one plane (a case
-    report's figure); none where it describes panels, several images, several kinds or planes, or names no kind."""
+    report's figure); none where it describes panels, several images, several kinds or planes, or names no kind.
+    ``panels``: how many panels of a figure share this caption ("(A and B) Axial FLAIR images ..."), which may then
+    speak of images."""
     text = " ".join(caption.split())
     if not text or _PANELS.search(text):
         return FigureKind()
     head = _FINDING_WORDS.sub(" ", _CAPTION_HEAD.split(text, maxsplit=1)[0])
     planes = {_table()[0].planes[p.lower()] for p in _PLANE_WORD.findall(text)}
-    if _PLURAL.search(head) or len(planes) > 1:
+    if (panels == 1 and _PLURAL.search(head)) or len(planes) > 1:
         return FigureKind()
     kind = figure_kind(head, planes.pop() if planes else None)
     if kind.kind is None or kinds_named(_FINDING_WORDS.sub(" ", text)) - {kind.kind} - _WITHIN.get(kind.kind, set()):

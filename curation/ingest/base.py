@@ -18,7 +18,7 @@ from curation.names import printable
 from curation.params import Bounds
 from curation.paths import inside, safe_name, walk_files
 from curation.pseudonyms import pseudonym
-from curation.records import copy_file, relpath
+from curation.records import copy_file, relpath, write_bytes
 from curation.report import Kind, Outcome, Report
 
 
@@ -105,6 +105,13 @@ class IngestContext:
         if self._files is None:
             self._files = sorted(self.walk())
         return self._files
+
+    def write(self, data: bytes, case_id: str, name: str) -> str:
+        """Write a file made from input (a figure's panel) into the stage output; returns its project-relative
+        final path. ``name`` becomes one safe name under ``files/<case>/``."""
+        dst_rel = Path("files") / safe_name(case_id) / safe_name(name)
+        write_bytes(self.staging / dst_rel, data)
+        return relpath(self.final / dst_rel)
 
     def store(self, src: Path, case_id: str, name: str) -> str:
         """Copy a source file into the stage output; returns its project-relative final path.

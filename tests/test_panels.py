@@ -1,0 +1,147 @@
+"""A journal figure of lettered panels is cut into its panels where its caption and its gutters agree, on real images:
+a single real image is never cut, and figures composed of real MedPix images, as journals lay them out, are cut back
+into the images they were made of, in the order of their letters."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from curation.ingest import run
+from curation.ingest.panels import panel_boxes, panel_captions
+from curation.jsonio import read_jsonl
+from curation.params import IngestParams
+from curation.schema import Case
+
+from .conftest import SHARED
+
+MEDPIX = SHARED / "fixtures" / "medpix-dev"
+needs_medpix = pytest.mark.skipif(not MEDPIX.is_dir(), reason="shared fixtures absent")
+
+
+@pytest.mark.parametrize(("caption", "want"), [
+    ("(A) Axial FLAIR shows a mass. (B) Axial T1 after gadolinium shows ring enhancement.",
+     [("A", "Axial FLAIR shows a mass."), ("B", "Axial T1 after gadolinium shows ring enhancement.")]),
+    ("Brain MRI at presentation. (a) Axial T2-weighted image showing a mass; (b) diffusion-weighted image.",
+     [("A", "Axial T2-weighted image showing a mass"), ("B", "diffusion-weighted image.")]),
+    ("A, Axial T2 image shows a lesion. B, Diffusion-weighted image. C, ADC map.",
+     [("A", "Axial T2 image shows a lesion."), ("B", "Diffusion-weighted image."), ("C", "ADC map.")]),
+    ("(A and B) Axial FLAIR images show lesions. (C) Sagittal T1.",
+     [("A", "Axial FLAIR images show lesions."), ("B", "Axial FLAIR images show lesions."), ("C", "Sagittal T1.")]),
+    ("(A-C) Axial FLAIR at three levels.", [(x, "Axial FLAIR at three levels.") for x in "ABC"]),
+    # letters that refer to panels from inside a sentence, a gap in the letters, one letter: not panel by panel
+    ("Axial T2 shows a lesion in the left (a) and right (b) thalamus.", []),
+    ("(A) Axial T2 and (B) DWI of the same lesion.", []),
+    ("Axial FLAIR (A) and DWI (B) show a lesion.", []),
+    ("(A) Axial FLAIR. (C) DWI.", []),
+    ("(A) Axial FLAIR shows a mass.", []),
+    ("A 45-year-old man with headache.", []),
+])
+def test_a_caption_is_read_panel_by_panel_only_where_each_letter_begins_its_description(
+        caption: str, want: list[tuple[str, str]]) -> None:
+    assert panel_captions(caption) == want
+
+
+def _grey(path: Path) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.open(path).convert("L"))
+
+
+def _compose(paths: list[Path], cols: int, gutter: int, colour: int, height: int = 300):
+    """A figure of ``paths`` as a journal lays one out: each image scaled to one height, ``cols`` to a row, a margin
+    of ``gutter`` pixels of one colour between them, a white letter in each panel's corner. Returns the figure and
+    where each image was put."""
+    from PIL import Image, ImageDraw
+
+    ims = [Image.open(p).convert("RGB") for p in paths]
+    ims = [im.resize((max(1, round(im.width * height / im.height)), height)) for im in ims]
+    rows = [ims[i:i + cols] for i in range(0, len(ims), cols)]
+    width = max(sum(im.width for im in r) + gutter * (len(r) - 1) for r in rows)
+    fig = Image.new("RGB", (width, len(rows) * height + gutter * (len(rows) - 1)), (colour,) * 3)
+    boxes: list[tuple[int, int, int, int]] = []
+    for r, row in enumerate(rows):
+        x, y = 0, r * (height + gutter)
+        for im in row:
+            fig.paste(im, (x, y))
+            ImageDraw.Draw(fig).text((x + 6, y + 6), chr(ord("A") + len(boxes)), fill=(255, 255, 255))
+            boxes.append((x, y, x + im.width, y + height))
+            x += im.width + gutter
+    return fig, boxes
+
+
+@needs_medpix
+def test_real_images_are_never_cut_and_figures_made_of_them_are_cut_back() -> None:
+    images = sorted((MEDPIX / "images").iterdir())
+    # one real image (a CT with its head holder's arcs, a scan with text in its corners) is one panel
+    assert all(panel_boxes(_grey(p), 2) is None for p in images)
+    rng = random.Random(7)
+    cut = 0
+    trials = 48
+    for t in range(trials):
+        k = rng.choice([2, 3, 4])
+        gutter, colour = ((8, 255), (3, 255), (4, 0))[t % 3]
+        fig, truth = _compose(rng.sample(images, k), 2 if k == 4 else k, gutter, colour)
+        boxes = panel_boxes(np.asarray(fig.convert("L")), k)
+        if boxes is None:
+            continue
+        cut += 1
+        for box, want in zip(boxes, truth, strict=True):  # in letter order, each within its own image
+            assert want[0] <= box[0] < box[2] <= want[2] and want[1] <= box[1] < box[3] <= want[3], (box, want)
+            assert (box[2] - box[0]) * (box[3] - box[1]) >= 0.25 * (want[2] - want[0]) * (want[3] - want[1])
+    assert cut >= 0.9 * trials, cut
+
+
+@needs_medpix
+def test_a_case_report_figure_of_panels_becomes_one_teaching_figure_a_panel(tmp_path: Path) -> None:
+    from curation.generate.engine import Engine
+    from curation.params import GenerateParams
+    from curation.schema import Diagnosis, Render
+
+    from .conftest import ROOT
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    # a real case's FLAIR and post-contrast T1 (MedPix MPX1014, Wernicke encephalopathy), as a journal would show them
+    flair, t1c = MEDPIX / "images" / "MPX1014_synpic41745.png", MEDPIX / "images" / "MPX1014_synpic41746.png"
+    fig, truth = _compose([flair, t1c], 2, 10, 255)
+    fig.save(raw / "g1.jpg", quality=92)
+    caption = ("Brain MRI at admission. (A) Axial FLAIR MRI shows hyperintensity in both thalami and the "
+               "periaqueductal grey matter. (B) Axial T1-weighted MRI after gadolinium shows enhancement of the "
+               "mamillary bodies and the periaqueductal grey matter.")
+    (raw / "a.nxml").write_text(
+        '<article xmlns:xlink="http://www.w3.org/1999/xlink" article-type="case-report"><front><article-meta>'
+        '<article-id pub-id-type="doi">10.1/x</article-id><title-group><article-title>Stupor after chemotherapy'
+        '</article-title></title-group></article-meta></front><body><sec><title>Case report</title>'
+        '<p>A 52-year-old woman on chemotherapy with poor oral intake became stuporous.</p></sec>'
+        '<fig id="F1"><label>Figure 1</label><caption>'
+        f'<p>{caption}</p></caption><graphic xlink:href="g1"/></fig></body></article>', encoding="utf-8")
+    report = run(IngestParams(max_failure_rate=0.5), "case-reports", raw, tmp_path / "out")
+    (case,) = read_jsonl(tmp_path / "out" / "cases.jsonl", Case)
+    assert report.counts["figures_cut_into_panels"] == 1
+    assert [(f.figure_id, f.label, f.kind, f.plane) for f in case.figures] == [
+        ("F1a", "Figure 1 A", "FLAIR", "axial"), ("F1b", "Figure 1 B", "T1C", "axial")]
+    assert case.figures[1].caption.startswith("Axial T1-weighted MRI after gadolinium")
+    for f, want in zip(case.figures, truth, strict=True):
+        assert f.qc["panel_of"]["figure_id"] == "F1"
+        left, top, right, bottom = f.qc["panel_of"]["box"]
+        assert want[0] <= left and right <= want[2] and want[1] <= top and bottom <= want[3]
+        from PIL import Image
+
+        with Image.open(tmp_path / "out" / "files" / case.case_id / f"{f.figure_id}.png") as im:
+            assert im.size == (right - left, bottom - top)  # the figure's pixels, at their resolution
+    # the panels go through the teaching engine as MedPix figures do
+    case.diagnosis = Diagnosis(primary="Wernicke encephalopathy")
+    for f in case.figures:
+        f.path = str(tmp_path / "out" / "files" / case.case_id / f"{f.figure_id}.png")
+        f.renders = [Render(plane="figure", role="figure", path=f.path, target="figure")]
+    engine = Engine(GenerateParams(templates_dir=str(ROOT / "templates" / "questions"),
+                                   knowledge=str(ROOT / "templates" / "knowledge" / "neurology.yaml"),
+                                   diagnoses=str(ROOT / "templates" / "knowledge" / "diagnoses.yaml")))
+    items, _ = engine.generate(case)
+    made = {i.template_id for i in items}
+    assert {"teaching_diagnosis", "teaching_sequence", "teaching_compartment"} <= made, made
+    assert all(set(i.images) <= {f.path for f in case.figures} for i in items)

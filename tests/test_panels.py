@@ -32,6 +32,8 @@ needs_medpix = pytest.mark.skipif(not MEDPIX.is_dir(), reason="shared fixtures a
     ("(A and B) Axial FLAIR images show lesions. (C) Sagittal T1.",
      [("A", "Axial FLAIR images show lesions."), ("B", "Axial FLAIR images show lesions."), ("C", "Sagittal T1.")]),
     ("(A-C) Axial FLAIR at three levels.", [(x, "Axial FLAIR at three levels.") for x in "ABC"]),
+    ("(A) Axial CT: a dense left basal ganglia (B) Axial FLAIR: no lesion",
+     [("A", "Axial CT: a dense left basal ganglia"), ("B", "Axial FLAIR: no lesion")]),
     # letters that refer to panels from inside a sentence, a gap in the letters, one letter: not panel by panel
     ("Axial T2 shows a lesion in the left (a) and right (b) thalamus.", []),
     ("(A) Axial T2 and (B) DWI of the same lesion.", []),
@@ -145,3 +147,125 @@ def test_a_case_report_figure_of_panels_becomes_one_teaching_figure_a_panel(tmp_
     made = {i.template_id for i in items}
     assert {"teaching_diagnosis", "teaching_sequence", "teaching_compartment"} <= made, made
     assert all(set(i.images) <= {f.path for f in case.figures} for i in items)
+
+
+def _medpix_as_case_reports(raw: Path) -> int:
+    """The MedPix dev cases laid out as journal case reports: one JATS article a case (history, examination and
+    findings as the case presentation; differential, diagnosis and discussion as the discussion), its images two to
+    a figure with white gutters and lettered panels, each panel's caption naming its kind and plane as a journal's does
+    ("Axial FLAIR MRI: <the MedPix caption>"). Returns the number of figures of two panels."""
+    import html
+    import json
+
+    from curation.figure_kinds import caption_kind, figure_kind, kind_name
+
+    topics = json.loads((MEDPIX / "Case_topic.json").read_text(encoding="utf-8"))
+    by_case: dict[str, list[dict]] = {}
+    for d in json.loads((MEDPIX / "Descriptions.json").read_text(encoding="utf-8")):
+        by_case.setdefault(d["U_id"], []).append(d)
+
+    def said(d: dict) -> str:
+        desc = d.get("Description") or {}
+        cap = " ".join((desc.get("Caption") or "").split())
+        k = figure_kind(desc.get("Modality") or "", desc.get("Plane"))
+        if caption_kind(cap).kind or not k.kind:
+            return cap
+        return f"{(k.plane or '').capitalize()} {kind_name(k.kind).replace(' without contrast', '')}: {cap}".strip()
+
+    def esc(s: object) -> str:
+        return html.escape(" ".join(str(s or "").split()))
+
+    pairs = 0
+    for t in topics:
+        c, uid = t["Case"], t["U_id"]
+        figs = []
+        images = by_case.get(uid, [])
+        for g in range(0, len(images), 2):
+            group, name = images[g:g + 2], f"{uid}-g{g // 2 + 1}"
+            paths = [MEDPIX / "images" / f"{d['image']}.png" for d in group]
+            if len(group) == 1:
+                from PIL import Image
+
+                Image.open(paths[0]).convert("RGB").save(raw / f"{name}.jpg", quality=92)
+                caption = said(group[0])
+            else:
+                pairs += 1
+                height = max(_grey(p).shape[0] for p in paths)
+                _compose(paths, 2, 10, 255, height=height)[0].save(raw / f"{name}.jpg", quality=92)
+                a, b = (said(d) for d in group)
+                caption = f"(A and B) {a}" if a == b else f"(A) {a} (B) {b}"
+            figs.append(f'<fig id="F{g // 2 + 1}"><label>Figure {g // 2 + 1}</label><caption><p>{esc(caption)}</p>'
+                        f'</caption><graphic xlink:href="{name}"/></fig>')
+        (raw / f"{uid}.nxml").write_text(
+            '<article xmlns:xlink="http://www.w3.org/1999/xlink" article-type="case-report"><front><article-meta>'
+            f'<article-id pub-id-type="doi">10.0000/{uid}</article-id><title-group><article-title>'
+            f'{esc(c.get("Title"))}: a case report</article-title></title-group><abstract><p>{esc(c.get("History"))}'
+            f'</p></abstract></article-meta></front><body><sec sec-type="cases"><title>Case presentation</title><p>'
+            f'{esc(c.get("History"))} {esc(c.get("Exam"))}</p><p>Imaging: {esc(c.get("Findings"))}</p></sec><sec>'
+            f'<title>Discussion</title><p>The differential diagnosis included {esc(c.get("Differential Diagnosis"))}. '
+            f'The final diagnosis was {esc(c.get("Case Diagnosis"))}.</p><p>{esc(c.get("Discussion"))}</p></sec>'
+            f'{"".join(figs)}</body></article>', encoding="utf-8")
+    return pairs
+
+
+@needs_medpix
+@pytest.mark.integration
+def test_real_teaching_cases_laid_out_as_journal_case_reports_make_teaching_items(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """The real MedPix dev cases, laid out as journal case reports with figures of two panels, go through the same
+    understanding as through the MedPix source: every figure of two panels is cut into its images, each panel's kind
+    is the one MedPix states, and the teaching templates make about as many items a case (235 kept from the MedPix
+    source)."""
+    import json
+
+    from curation.generate.stage import run as generate
+    from curation.nlp.extract import run as extract
+    from curation.params import load_params
+    from curation.schema import Item, Render
+
+    from .conftest import ROOT
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    pairs = _medpix_as_case_reports(raw)
+    monkeypatch.chdir(tmp_path)
+    report = run(IngestParams(max_failure_rate=0.5), "case-reports", raw, tmp_path / "ingest")
+    assert report.counts["figures_cut_into_panels"] >= 0.95 * pairs > 90, (report.counts, pairs)
+    cases = list(read_jsonl(tmp_path / "ingest" / "cases.jsonl", Case))
+    assert len(cases) == 77
+    truth = {}
+    for d in json.loads((MEDPIX / "Descriptions.json").read_text(encoding="utf-8")):
+        from curation.figure_kinds import figure_kind
+
+        desc = d.get("Description") or {}
+        truth[d["image"]] = figure_kind(desc.get("Modality") or "", desc.get("Plane")).kind
+    (tmp_path / "normalize").mkdir()
+    with (tmp_path / "normalize" / "cases.jsonl").open("w", encoding="utf-8") as fh:
+        for c in cases:
+            for f in c.figures:
+                f.renders = [Render(plane="figure", role="figure", path=f.path, target="figure")] if f.path else []
+            fh.write(c.model_dump_json() + "\n")
+    p = load_params(ROOT / "params.yaml")
+    p.extract.lexicon = str(ROOT / p.extract.lexicon)
+    for k in ("templates_dir", "knowledge", "diagnoses"):
+        setattr(p.generate, k, str(ROOT / getattr(p.generate, k)))
+    extract(p.extract, tmp_path / "normalize", tmp_path / "extract")
+    generate(p.generate, tmp_path / "extract", tmp_path / "generate")
+    items = list(read_jsonl(tmp_path / "generate" / "items.jsonl", Item))
+    teaching = [i for i in items if i.template_id.startswith("teaching_")]
+    assert len(teaching) >= 2.5 * 77, len(teaching)
+    # a sequence item's key is the kind MedPix states for the image its panel was cut from
+    by_path = {}
+    for c in cases:
+        uid = c.publication.doi.rsplit("/", 1)[-1]
+        images = [d["image"] for d in json.loads((MEDPIX / "Descriptions.json").read_text()) if d["U_id"] == uid]
+        for f in c.figures:
+            n = int(f.figure_id[1:].rstrip("ab")) - 1
+            by_path[f.path] = images[2 * n + (f.figure_id.endswith("b"))]
+    asked = [i for i in teaching if i.template_id == "teaching_sequence"]
+    assert len(asked) >= 20
+    from curation.figure_kinds import kind_name
+
+    stated = [(i.answer, kind_name(k)) for i in asked if (k := truth[by_path[i.images[0]]])]
+    agree = sum(a == b for a, b in stated)
+    assert agree >= 0.9 * len(stated) and len(stated) >= 0.8 * len(asked), stated

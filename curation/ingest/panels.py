@@ -21,6 +21,8 @@ from curation.io.images import ImageTooLarge, open_bounded
 # not the start of a panel's description, and such a caption is not cut
 _MARK = re.compile(r"\(\s*([A-Ha-h](?:\s*(?:[-–,]|and)\s*[A-Ha-h])*)\s*\)|(?<![A-Za-z0-9])([A-H])[.,:)](?=\s)")
 _STARTS = re.compile(r"(?:^|[.;:]\s*)$")
+# words that carry a sentence on past a letter: the letter is then inside a sentence
+_JOINS = re.compile(r"(?:\b(?:and|or|with|versus|vs|of|on|in|the|at|to|from)|[,(])$", re.I)
 # a lone capital letter that is not a panel's ("A 45-year-old", "Vitamin A")
 _NOT_PANEL = re.compile(r"^[A-H][.,:)]\s*$")
 # the smallest share of the figure a panel may cover, and the least pixels on its shorter side: a smaller piece is
@@ -60,10 +62,15 @@ def panel_captions(caption: str) -> list[tuple[str, str]]:
     marks = []
     for m in _MARK.finditer(text):
         group = m.group(1) or m.group(2)
-        if m.group(2) and not _STARTS.search(text[:m.start()]):
-            continue  # "A," inside a sentence: a word, not a panel
+        before, after = text[:m.start()].rstrip(), text[m.end():].lstrip()
         if not _STARTS.search(text[:m.start()]):
-            return []  # a letter inside a sentence refers to a panel described elsewhere
+            if m.group(2):
+                continue  # "A," inside a sentence: a word, not a panel
+            # "... in the left frontal lobe (B) Axial DWI shows ...": a description that ends without a stop, the
+            # next beginning with its capital; a letter inside a sentence ("the left (a) and right (b) thalamus",
+            # "(A) Axial T2 and (B) DWI of ...") refers to a panel described elsewhere, and nothing is cut
+            if not (after[:1].isupper() and before and not _JOINS.search(before)):
+                return []
         marks.append((m.start(), m.end(), _letters(group)))
     if sum(len(letters) for _, _, letters in marks) < 2:
         return []

@@ -33,7 +33,7 @@ MIN_PANEL_SIDE = 48
 # arc, not a panel
 MAX_PANEL_ASPECT = 4.0
 # a line (row or column) is gutter where all but this share of its pixels lie within GUTTER_TOLERANCE grey levels
-# of its median (JPEG leaves a little noise in a white margin)
+# of its colour (JPEG leaves a little noise in a white margin)
 GUTTER_TOLERANCE = 18
 GUTTER_OUTLIERS = 0.003
 
@@ -93,8 +93,9 @@ def panel_captions(caption: str) -> list[tuple[str, str]]:
 def _gutters(grey: np.ndarray, axis: int) -> np.ndarray:
     """Per line along ``axis`` (0: rows, 1: columns), whether it is one colour end to end."""
     lines = grey if axis == 0 else grey.T
-    med = np.median(lines, axis=1, keepdims=True)
-    return (np.abs(lines - med) > GUTTER_TOLERANCE).mean(axis=1) <= GUTTER_OUTLIERS
+    # (the mean stands in for the line's colour: the few outliers a gutter may hold move it by less than a grey level)
+    colour = lines.mean(axis=1, keepdims=True)
+    return (np.abs(lines - colour) > GUTTER_TOLERANCE).mean(axis=1) <= GUTTER_OUTLIERS
 
 
 def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
@@ -197,6 +198,6 @@ def cut_figure(path: Path, caption: str, max_pixels: int) -> list[tuple[Panel, b
     out = []
     for (letter, words), box in zip(said, boxes, strict=True):
         buf = io.BytesIO()
-        pixels.crop(box).save(buf, format="PNG")
+        pixels.crop(box).save(buf, format="PNG", compress_level=1)  # an interim file: de-identification re-encodes it
         out.append((Panel(letter, words, box), buf.getvalue()))
     return out

@@ -132,6 +132,28 @@ def test_a_case_report_figure_of_one_image_goes_through_the_teaching_engine(tmp_
     assert all(i.images == [case.figures[0].path] for i in items)
 
 
+def test_a_case_report_whose_figures_do_not_say_what_they_show_makes_no_image_item(tmp_path: Path) -> None:
+    """A journal article whose only figure is of panels that could not be cut: the finding its text names is not
+    keyed on that figure (which panel shows it is unknown), where a teaching file's figure of the same text is."""
+    from curation.nlp.extract import Extractor
+
+    from .factories import figure_case, png
+
+    engine = Engine(GenerateParams(templates_dir=str(ROOT / "templates" / "questions"),
+                                   knowledge=str(ROOT / "templates" / "knowledge" / "neurology.yaml"),
+                                   diagnoses=str(DIAGNOSES)))
+    extractor = Extractor(str(ROOT / "templates" / "knowledge" / "lexicon.yaml"))
+    made = {}
+    for source in ("radiopaedia", "case-reports"):
+        case = figure_case(1, dx="glioblastoma", source=source)
+        case.figures[0].caption = "(A) Axial T2 and (B) FLAIR of the right frontal mass."
+        case.figures[0].renders[0].path = png(tmp_path / "f.png")
+        case.notes = "MRI showed a large enhancing mass in the right frontal lobe with surrounding oedema."
+        case.findings = extractor.findings(case.notes, "notes")
+        made[source] = [i.template_id for i in engine.generate(case)[0] if i.images]
+    assert made["radiopaedia"] and not made["case-reports"], made
+
+
 def test_diagnoses_by_one_name_and_differentials_as_whole_diagnoses() -> None:
     d = Diagnoses(DIAGNOSES)
     assert d.name("Brain biopsy confirmed patient has glioblastoma multiforme.") == "Glioblastoma"

@@ -193,6 +193,11 @@ def fact_sets(case: Case, knowledge: dict[str, Any], diagnoses: Diagnoses | None
             f["dx"] = case.diagnosis.primary
         if diagnoses is not None and teaching_case(case):
             teaching_facts(f, case, diagnoses, Counter() if kinds_asked is None else kinds_asked)
+        elif case.source == "case-reports" and case.figures:
+            # a journal article none of whose figures says what one image is (panels not cut, a caption of several
+            # images): which image shows the finding its text names is unknown, and items keyed from the text on
+            # such figures were wrong about half the time on real cases; no image item is made
+            finding_facts(f, case, knowledge)
         else:
             figure_facts(f, case)
             finding_facts(f, case, knowledge)

@@ -41,10 +41,25 @@ needs_medpix = pytest.mark.skipif(not MEDPIX.is_dir(), reason="shared fixtures a
     ("(A) Axial FLAIR. (C) DWI.", []),
     ("(A) Axial FLAIR shows a mass.", []),
     ("A 45-year-old man with headache.", []),
+    # letters after what they label would each take the next panel's words
+    ("Axial T2 (A) Coronal T2 (B) Sagittal T1 (C) Arrows indicate the lesion.", []),
+    ("Axial FLAIR image (A) Diffusion-weighted image (B) The lesion is marked by arrows.", []),
+    # a letter past L, which the marks do not take, would be read into the last panel's words
+    ("(A) Axial CT. (B) CTA. (C) DSA. (D) T2. (E) FLAIR. (F) DWI. (G) ADC. (H) SWI. (I) T1. (J) T1C. (K) MRA. "
+     "(L) MRV. (M) Gross.", []),
 ])
 def test_a_caption_is_read_panel_by_panel_only_where_each_letter_begins_its_description(
         caption: str, want: list[tuple[str, str]]) -> None:
-    assert panel_captions(caption) == want
+    assert panel_captions(caption)[1] == want
+
+
+def test_the_title_a_caption_gives_all_its_panels_is_kept_for_their_kind() -> None:
+    from curation.figure_kinds import caption_kind
+
+    title, said = panel_captions("Post-contrast MRI. (A) Axial T1 shows ring enhancement. (B) Coronal T1 shows it.")
+    assert title == "Post-contrast MRI." and [caption_kind(w, title=title).kind for _, w in said] == ["T1C", "T1C"]
+    title, said = panel_captions("CT angiography. (A) Axial CT shows occlusion. (B) Coronal MIP.")
+    assert caption_kind(said[0][1], title=title).kind is None
 
 
 def _grey(path: Path) -> np.ndarray:

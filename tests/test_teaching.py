@@ -63,8 +63,8 @@ def test_figure_kind_reads_what_sources_call_their_images(words: str, plane: str
     ("Non-contrast CT of the head shows a hyperdense right middle cerebral artery.", "CT", None),
     ("Contrast-enhanced axial CT demonstrating a rim-enhancing collection.", "CTC", "axial"),
     ("Axial FLAIR image with a lesion that had restricted diffusion.", "FLAIR", "axial"),
-    # what a caption shows is not what the image is: "CT performed with intravenous contrast" is no plain CT
-    ("Axial CT performed with intravenous contrast shows a dense basal ganglia focus.", None, None),
+    # "CT performed with intravenous contrast" is no plain CT, though the table's patterns do not read it
+    ("Axial CT performed with intravenous contrast shows a dense basal ganglia focus.", "CTC", "axial"),
     # several panels, several images, kinds or planes: a figure of panels names no kind
     ("(A) Axial FLAIR shows hyperintensity. (B) T1 after contrast shows enhancement.", None, None),
     ("A, Axial T2 image. B, Diffusion-weighted image.", None, None),
@@ -75,6 +75,22 @@ def test_figure_kind_reads_what_sources_call_their_images(words: str, plane: str
     ("Axial T2 image through the midbrain. Coronal T2 shows the same lesion.", None, None),
     ("MRI of the brain showing a lesion in the pons.", None, None),
     ("Flow chart of included patients.", None, None),
+    # the contrast as the caption states it, not as the table's MedPix patterns read prose ("post", "enhanced")
+    ("Non-enhanced CT of the head shows a hyperdense middle cerebral artery.", "CT", None),
+    ("Axial T1 of the posterior fossa shows a cyst.", "T1", "axial"),
+    ("Post-operative T1-weighted image shows the resection cavity.", "T1", None),
+    ("Axial T1 before contrast shows a hyperintense lesion.", "T1", "axial"),
+    ("Axial CT after i.v. contrast shows a ring-enhancing lesion.", "CTC", "axial"),
+    ("Coronal post-gad T1 demonstrates an enhancing mass.", "T1C", "coronal"),
+    ("Axial CE-T1WI shows leptomeningeal enhancement.", "T1C", "axial"),
+    # two states, two modalities, nuclear medicine, a plane that is anatomy, not the image's
+    ("Axial T1 before and after gadolinium.", None, None),
+    ("Axial CT and CTA show a dense basilar artery.", None, None),
+    ("Brain CT and MRI showing a mass.", None, None),
+    ("FDG PET/CT shows a hypermetabolic lesion.", None, None),
+    ("Axial CT (left) and DSA (right) show an aneurysm.", None, None),
+    ("Axial FLAIR A: pons B: midbrain.", None, None),
+    ("CT showing sagittal synostosis.", "CT", None),
 ])
 def test_a_case_report_figure_says_its_kind_only_where_its_caption_describes_one_image(
         caption: str, kind: str | None, plane: str | None) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curation.io.images import ImageTooLarge, open_bounded
+from curation.io.images import PILLOW_ERRORS, ImageTooLarge, figure_pixels
 from curation.report import Outcome
 
 # Sidecar keys that describe the acquisition, not the person or the place
@@ -68,19 +68,8 @@ def clean_volume(src: str, dst: str, max_bytes: int | None = None) -> Outcome[Cl
         return Outcome.failure("volume_deid_failed", f"{type(exc).__name__}: {exc}", src)
 
 
-def figure_pixels(src: str, max_pixels: int | None = None) -> Any:
-    """A figure's pixels at their original resolution, grey or RGB (alpha and palettes flattened); raises
-    ``ImageTooLarge`` or Pillow's decoding errors."""
-    with open_bounded(src, max_pixels) as im:
-        im.load()
-        mode = "L" if im.mode in ("L", "I;16", "I", "1") else "RGB"
-        return im.convert(mode)
-
-
 def clean_image(src: str, dst: str, max_pixels: int | None = None) -> Outcome[Cleaned]:
     """Re-encode a figure as PNG from its pixels only: EXIF, XMP and text chunks do not survive."""
-    from PIL import UnidentifiedImageError
-
     from curation.records import write_bytes
 
     try:
@@ -91,5 +80,5 @@ def clean_image(src: str, dst: str, max_pixels: int | None = None) -> Outcome[Cl
         return Outcome.success(Cleaned(["metadata"]))
     except ImageTooLarge as exc:
         return Outcome.failure("image_too_large", str(exc), src)
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as exc:  # Pillow's decoders raise these
+    except PILLOW_ERRORS as exc:
         return Outcome.failure("image_unreadable", f"{type(exc).__name__}: {exc}", src)

@@ -512,17 +512,14 @@ class CleanFigure:
 def deid_figure(task: FigureTask) -> Outcome[CleanFigure]:
     """A figure decoded, its burned-in identifying text masked at its original resolution, re-encoded as PNG without
     its metadata. Never raises on a bad input."""
-    from PIL import UnidentifiedImageError
-
-    from curation.deid.files import figure_pixels
-    from curation.io.images import ImageTooLarge
+    from curation.io.images import PILLOW_ERRORS, ImageTooLarge, figure_pixels
     from curation.records import write_bytes
 
     try:
         pixels = figure_pixels(task.src, task.max_pixels)
     except ImageTooLarge as exc:
         return Outcome.failure("image_too_large", str(exc), task.src)
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as exc:
+    except PILLOW_ERRORS as exc:
         return Outcome.failure("image_unreadable", f"{type(exc).__name__}: {exc}", task.src)
     result = None
     if task.pixels.ocr:

@@ -193,6 +193,14 @@ def _full(caption: str, dx_table: Diagnoses) -> bool:
             and _describes(caption, dx_table))
 
 
+# an arterial territory places an infarct as a structure places a mass ("restricted diffusion in the left MCA
+# territory", "territory of the right middle cerebral artery")
+_ARTERY = (r"(?:ACA|MCA|PCA|PICA|AICA|SCA|ICA|(?i:(?:anterior|middle|posterior)\s+cerebral|(?:anterior|posterior)\s+"
+           r"inferior\s+cerebellar|superior\s+cerebellar|basilar|lenticulostriate|watershed))(?:(?i:\s+artery))?")
+_TERRITORY = re.compile(rf"\b{_ARTERY}[\s-]+(?i:territor(?:y|ies)|distribution)\b|"
+                        rf"(?i:\bterritor(?:y|ies)\s+of\s+the\s+(?:(?:left|right)\s+)?){_ARTERY}\b")
+
+
 def _placed(caption: str, dx_table: Diagnoses) -> bool:
     """Whether a caption says where its finding lies (a structure it names; a side, where it also says what the
     finding is in two words): a reference that does not ("increased signal in R hemisphere") is too thin to grade a
@@ -202,13 +210,6 @@ def _placed(caption: str, dx_table: Diagnoses) -> bool:
     side = bool(_LEFT.search(sided) or _RIGHT.search(sided) or _BOTH.search(sided))
     return (bool(dx_table.mentioned(caption)) or bool(_TERRITORY.search(caption))
             or (side and caption_score(caption) >= 2))
-
-
-# an arterial territory places an infarct as a structure places a mass ("restricted diffusion in the left MCA
-# territory")
-_TERRITORY = re.compile(r"\b(?:(?:ACA|MCA|PCA|PICA|AICA|SCA|ICA)|(?i:(?:anterior|middle|posterior)\s+cerebral|"
-                        r"(?:anterior|posterior)\s+inferior\s+cerebellar|superior\s+cerebellar|basilar|"
-                        r"lenticulostriate|watershed))(?:\s+artery)?\s+(?i:territor(?:y|ies)|distribution)\b")
 
 
 # a caption sentence about what this image does not show: another figure ("images three and four", "the next

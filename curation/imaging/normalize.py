@@ -141,7 +141,8 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
                 continue
             shown: FigureResult = res.value
             fig.renders = [shown.render]
-            fig.qc = {**{k: v for k, v in fig.qc.items() if k == "pixel_text"}, **shown.qc}  # deidentify's masking
+            # deidentify's masking, and the figure a panel was cut from (ingest)
+            fig.qc = {**{k: v for k, v in fig.qc.items() if k in ("pixel_text", "panel_of")}, **shown.qc}
             report.outputs += 1
             qc_rows.append({"kind": "figure", "id": fig.figure_id, **shown.qc, "thumbnail": shown.render.path})
         for case in cases:

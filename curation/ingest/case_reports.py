@@ -202,11 +202,12 @@ def _figures(ctx: IngestContext, path: Path, where: str, article: ET.Element, ca
                                   "not found next to the XML")
             figures.append(Figure(figure_id=fig_id, label=label, caption=caption, missing=True))
             continue
-        panels = cut_figure(fig_path, caption, ctx.bounds.max_image_pixels)
+        title, said = panel_captions(caption)
+        panels = cut_figure(fig_path, said, ctx.bounds.max_image_pixels)
         if panels:  # a figure of lettered panels: each panel a figure, with what the caption says of it
-            figures += _panel_figures(ctx, case_id, fig_id, label, panels, seen_ids)
+            figures += _panel_figures(ctx, case_id, fig_id, label, title, panels, seen_ids)
             continue
-        if panel_captions(caption):
+        if said:
             ctx.report.counts["figures_of_panels_not_cut"] += 1
         stored = ctx.store(fig_path, case_id, f"{fig_id}{fig_path.suffix.lower()}")
         # what the image is, where its caption describes one image of one kind (a figure of panels names none)
@@ -216,16 +217,16 @@ def _figures(ctx: IngestContext, path: Path, where: str, article: ET.Element, ca
     return figures
 
 
-def _panel_figures(ctx: IngestContext, case_id: str, fig_id: str, label: str | None,
+def _panel_figures(ctx: IngestContext, case_id: str, fig_id: str, label: str | None, title: str,
                    panels: list[tuple[Panel, bytes]], seen_ids: set[str]) -> list[Figure]:
-    """One figure per panel ("F2a", labelled "Figure 2 A"), its kind read from what the caption says of it; where
-    it lies in the figure it was cut from is kept in its qc."""
+    """One figure per panel ("F2a", labelled "Figure 2 A"), its kind read from what the caption says of it and the
+    title it gives all panels; where it lies in the figure it was cut from is kept in its qc."""
     ctx.report.counts["figures_cut_into_panels"] += 1
     shared = Counter(panel.caption for panel, _ in panels)
     out = []
     for panel, data in panels:
         pid = unique_name(f"{fig_id}{panel.letter.lower()}", seen_ids)
-        kind = caption_kind(panel.caption, panels=shared[panel.caption])
+        kind = caption_kind(panel.caption, panels=shared[panel.caption], title=title)
         ctx.report.counts["panels_kind_from_caption" if kind.kind else "panels_without_kind"] += 1
         out.append(Figure(figure_id=pid, label=f"{label or 'Figure'} {panel.letter}", caption=panel.caption,
                           path=ctx.write(data, case_id, f"{pid}.png"), **kind.model_dump(),

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import numpy as np
 
-from curation.io.images import ImageTooLarge, open_bounded
+from curation.io.images import PILLOW_ERRORS, ImageTooLarge, figure_pixels
 
 # a panel's letter where it begins what the caption says of it: "(A) ...", "(a) ...", "A. ...", "A, ...", "A: ...";
 # a letter given after its text or inside a sentence ("in the left (a) and right (b) thalamus") is a reference,
 # not the start of a panel's description, and such a caption is not cut
-_MARK = re.compile(r"\(\s*([A-Ha-h](?:\s*(?:[-–,]|and)\s*[A-Ha-h])*)\s*\)|(?<![A-Za-z0-9])([A-H])[.,:)](?=\s)")
+_MARK = re.compile(r"\(\s*([A-La-l](?:\s*(?:[-–,]|and)\s*[A-La-l])*)\s*\)|(?<![A-Za-z0-9])([A-L])[.,:)](?=\s)")
+# a letter the marks above do not take ("(M)", a twelfth panel on): the caption is not read panel by panel
+_OTHER_MARK = re.compile(r"\(\s*[A-Za-z]\s*\)")
 _STARTS = re.compile(r"(?:^|[.;:]\s*)$")
 # words that carry a sentence on past a letter: the letter is then inside a sentence
 _JOINS = re.compile(r"(?:\b(?:and|or|with|versus|vs|of|on|in|the|at|to|from)|[,(])$", re.I)
-# a lone capital letter that is not a panel's ("A 45-year-old", "Vitamin A")
-_NOT_PANEL = re.compile(r"^[A-H][.,:)]\s*$")
 # the smallest share of the figure a panel may cover, and the least pixels on its shorter side: a smaller piece is
 # a letter, a scale bar or an arrow in a gutter, not an image
 MIN_PANEL_SHARE = 0.04
@@ -47,17 +47,17 @@ class Panel:
 
 def _letters(group: str) -> list[str]:
     """The letters a marker names: "A", "A-C" (A, B, C), "A and B", "A, B"."""
-    parts = [p.upper() for p in re.findall(r"\b[A-Ha-h]\b", group)]
+    parts = [p.upper() for p in re.findall(r"\b[A-La-l]\b", group)]
     if re.search(r"[-–]", group) and len(parts) == 2:
         return [chr(c) for c in range(ord(parts[0]), ord(parts[1]) + 1)]
     return parts
 
 
-def panel_captions(caption: str) -> list[tuple[str, str]]:
-    """What the caption says of each lettered panel, in letter order (A, B, ...), where every letter begins what is
-    said of it and the letters run from A without a gap; [] where the caption is not written panel by panel. Text
-    before the first letter (a title shared by the panels) is left out; a description given for several letters
-    together ("(A and B) ...") is each one's."""
+def panel_captions(caption: str) -> tuple[str, list[tuple[str, str]]]:
+    """The title the caption gives all its panels (the words before the first letter, "" if none) and what it says
+    of each lettered panel, in letter order (A, B, ...), where every letter begins what is said of it and the
+    letters run from A without a gap; ("", []) where the caption is not written panel by panel. A description given
+    for several letters together ("(A and B) ...") is each one's."""
     text = " ".join(caption.split())
     marks = []
     for m in _MARK.finditer(text):
@@ -67,34 +67,36 @@ def panel_captions(caption: str) -> list[tuple[str, str]]:
             if m.group(2):
                 continue  # "A," inside a sentence: a word, not a panel
             # "... in the left frontal lobe (B) Axial DWI shows ...": a description that ends without a stop, the
-            # next beginning with its capital; a letter inside a sentence ("the left (a) and right (b) thalamus",
-            # "(A) Axial T2 and (B) DWI of ...") refers to a panel described elsewhere, and nothing is cut
-            if not (after[:1].isupper() and before and not _JOINS.search(before)):
-                return []
+            # next beginning with its capital; the first letter must begin the caption or a sentence, else the
+            # letters follow what they label ("Axial T2 (A) Coronal T2 (B)") and would each take the next panel's
+            # words; a letter inside a sentence ("the left (a) and right (b) thalamus") refers to a panel described
+            # elsewhere. Either way nothing is cut.
+            if not marks or not (after[:1].isupper() and before and not _JOINS.search(before)):
+                return "", []
         marks.append((m.start(), m.end(), _letters(group)))
     if sum(len(letters) for _, _, letters in marks) < 2:
-        return []
+        return "", []
     said: dict[str, str] = {}
     for n, (_, end, letters) in enumerate(marks):
         stop = marks[n + 1][0] if n + 1 < len(marks) else len(text)
         words = text[end:stop].strip(" ;,")
-        if not words or _NOT_PANEL.match(words):
-            return []
+        if not words or _OTHER_MARK.search(words):
+            return "", []
         for letter in letters:
             if letter in said:
-                return []
+                return "", []
             said[letter] = words
     order = sorted(said)
     if order != [chr(ord("A") + i) for i in range(len(order))]:
-        return []
-    return [(letter, said[letter]) for letter in order]
+        return "", []
+    return text[:marks[0][0]].strip(), [(letter, said[letter]) for letter in order]
 
 
 def _gutters(grey: np.ndarray, axis: int) -> np.ndarray:
     """Per line along ``axis`` (0: rows, 1: columns), whether it is one colour end to end."""
     lines = grey if axis == 0 else grey.T
     # (the mean stands in for the line's colour: the few outliers a gutter may hold move it by less than a grey level)
-    colour = lines.mean(axis=1, keepdims=True)
+    colour = lines.mean(axis=1, keepdims=True, dtype=np.float32)
     return (np.abs(lines - colour) > GUTTER_TOLERANCE).mean(axis=1) <= GUTTER_OUTLIERS
 
 
@@ -155,9 +157,7 @@ def panel_boxes(grey: np.ndarray, n: int) -> list[tuple[int, int, int, int]] | N
     row), where its gutters cut it into exactly ``n`` sizeable pieces; None otherwise."""
     area = grey.shape[0] * grey.shape[1]
     boxes = _cut(grey.astype(np.int16), 0, 0, area)
-    if len(boxes) != n or not all(_sizeable(b, area) for b in boxes):
-        return None
-    return _reading_order(boxes)
+    return _reading_order(boxes) if len(boxes) == n else None
 
 
 def _reading_order(boxes: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
@@ -176,23 +176,18 @@ def _reading_order(boxes: list[tuple[int, int, int, int]]) -> list[tuple[int, in
     return [b for row in rows for b in sorted(row, key=lambda b: (b[0], b[1]))]
 
 
-def cut_figure(path: Path, caption: str, max_pixels: int) -> list[tuple[Panel, bytes]]:
-    """The panels of the figure at ``path`` with each one's pixels as PNG bytes; [] where the caption is not
-    written panel by panel, the gutters do not cut the image into as many panels as it letters, or the image cannot
-    be read within ``max_pixels`` (it stays one figure, and de-identification reports why it cannot be read)."""
-    from PIL import UnidentifiedImageError
-
-    said = panel_captions(caption)
+def cut_figure(path: Path, said: list[tuple[str, str]], max_pixels: int) -> list[tuple[Panel, bytes]]:
+    """The panels of the figure at ``path`` that its caption describes letter by letter (``said``, from
+    ``panel_captions``), each with its pixels as PNG bytes; [] where the gutters do not cut the image into as many
+    panels as the caption letters, or the image cannot be read within ``max_pixels`` (it stays one figure, and
+    de-identification reports why it cannot be read)."""
     if not said:
         return []
     try:
-        with open_bounded(str(path), max_pixels) as im:
-            im.load()
-            pixels = im.convert("L" if im.mode in ("L", "I;16", "I", "1") else "RGB")
-    except (ImageTooLarge, UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError):
+        pixels = figure_pixels(str(path), max_pixels)
+    except (ImageTooLarge, *PILLOW_ERRORS):
         return []
-    grey = np.asarray(pixels.convert("L"))
-    boxes = panel_boxes(grey, len(said))
+    boxes = panel_boxes(np.asarray(pixels.convert("L")), len(said))
     if boxes is None:
         return []
     out = []

@@ -11,6 +11,7 @@ import pytest
 from curation.jsonio import read_jsonl
 from curation.params import FilterParams, LlmParams, ModelSpec, ValidityParams
 from curation.quality.filter import run
+from curation.quality.gates import item_text
 from curation.quality.leaks import load_rules, mapping_leaks
 from curation.schema import Item, Review, ReviewDecision
 from curation.testing.openai_server import OpenAIServer, Reply
@@ -50,7 +51,9 @@ def rejected(folder: Path) -> dict[str, dict]:
 
 def test_near_duplicates_keep_the_best_reviewed_copy(pipeline, tmp_path):
     items = generated(pipeline)
-    base = next(i for i in items if i.format.value == "mcq" and i.template_id == "lesion_recognition")
+    # (the longest such item: one word changed in a short question and five one-word options is no near copy)
+    base = max((i for i in items if i.format.value == "mcq" and i.template_id == "lesion_recognition"),
+               key=lambda i: len(item_text(i)))
     twin = base.model_copy(deep=True, update={"item_id": "itm-twin",
                                               "question": base.question.replace("principal", "main")})
     twin.review = Review(decisions=[ReviewDecision(reviewer="rev-1", verdict="accept")], final_verdict="accept")

@@ -106,10 +106,15 @@ class IngestContext:
             self._files = sorted(self.walk())
         return self._files
 
+    @staticmethod
+    def _dst(case_id: str, name: str) -> Path:
+        """Where a case's file lands in the stage output: each part of ``name`` (from input) one safe name."""
+        return Path("files") / safe_name(case_id) / Path(*[safe_name(part) for part in Path(name).parts])
+
     def write(self, data: bytes, case_id: str, name: str) -> str:
         """Write a file made from input (a figure's panel) into the stage output; returns its project-relative
-        final path. ``name`` becomes one safe name under ``files/<case>/``."""
-        dst_rel = Path("files") / safe_name(case_id) / safe_name(name)
+        final path under ``files/<case>/``."""
+        dst_rel = self._dst(case_id, name)
         write_bytes(self.staging / dst_rel, data)
         return relpath(self.final / dst_rel)
 
@@ -120,7 +125,7 @@ class IngestContext:
         ``src`` must resolve inside the raw folder (callers check first; this is the last line)."""
         if not self.inside_raw(src):
             raise InputError("refusing to read a file outside the raw folder", printable(str(src)))
-        dst_rel = Path("files") / safe_name(case_id) / Path(*[safe_name(part) for part in Path(name).parts])
+        dst_rel = self._dst(case_id, name)
         if self.copy_files:
             copy_file(src, self.staging / dst_rel)
             return relpath(self.final / dst_rel)

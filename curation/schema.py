@@ -175,11 +175,18 @@ class Finding(Model):
     anatomy: str | None = None
     laterality: Literal["left", "right", "bilateral"] | None = None
     sequence: str | None = None
-    negated: bool = False
+    negated: bool = False  # what the text asserts of it (curation.nlp.context): "no haemorrhage"
+    hedged: bool = False  # "possible abscess", "metastasis cannot be excluded"
+    historical: bool = False  # "history of stroke", "s/p resection"
     temporal: str | None = None
     source_field: str | None = None
     start: int | None = None
     end: int | None = None
+
+    @property
+    def affirmed(self) -> bool:
+        """Said to be present now, without doubt."""
+        return not (self.negated or self.hedged or self.historical)
 
 
 class Diagnosis(Model):

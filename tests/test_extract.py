@@ -34,6 +34,29 @@ def test_negation_and_its_scope(ex):
     assert by_label(fs, "headache")[0].negated and not by_label(fs, "aphasia")[0].negated
 
 
+def test_negation_does_not_reach_past_non_or_a_new_clause(ex):
+    fs = ex.findings("A non-enhancing mass in the left frontal lobe; no haemorrhage.", "notes")
+    assert by_label(fs, "enhancement")[0].negated and not by_label(fs, "mass")[0].negated
+    assert by_label(fs, "haemorrhage")[0].negated
+
+
+@pytest.mark.parametrize(("text", "label", "assertion"), [
+    ("Possible abscess in the right frontal lobe.", "cerebral abscess", "hedged"),
+    ("Metastasis cannot be excluded.", "cerebral metastasis", "hedged"),
+    ("Rule out haemorrhage.", "haemorrhage", "hedged"),
+    ("History of an infarct, now with aphasia.", "infarct", "historical"),
+    ("S/p resection of a glioblastoma.", "glioblastoma", "historical"),
+])
+def test_hedged_and_historical_findings_are_not_affirmed(ex, text, label, assertion):
+    [f] = by_label(ex.findings(text, "notes"), label)
+    assert getattr(f, assertion) and not f.affirmed, f
+
+
+def test_the_present_after_the_past_is_affirmed(ex):
+    fs = ex.findings("History of an infarct, now with aphasia.", "notes")
+    assert by_label(fs, "aphasia")[0].affirmed
+
+
 def test_temporal_expressions_are_intervals_not_ages(ex):
     fs = ex.findings("A 71-year-old man had word-finding difficulty that began 3 hours before arrival.", "notes")
     assert by_label(fs, "aphasia")[0].temporal == "3 hours"

@@ -10,7 +10,7 @@ import pytest
 
 from curation.figure_kinds import caption_kind, figure_kind
 from curation.generate.engine import Engine, Skip
-from curation.generate.teaching import sideless, teaching_facts
+from curation.generate.teaching import caption_score, sideless, teaching_facts, visible_sentences
 from curation.ingest import run
 from curation.jsonio import read_jsonl
 from curation.nlp.diagnoses import Diagnoses
@@ -405,6 +405,22 @@ def test_no_side_where_the_case_puts_its_findings_on_both_sides() -> None:
 ])
 def test_a_reference_under_sagittal_images_names_no_side(text: str, want: str) -> None:
     assert sideless(text) == want
+
+
+@pytest.mark.parametrize(("caption", "score"), [
+    ("Large enhancing mass without surrounding oedema.", 2),  # mass, enhancing; not the oedema it is without
+    ("No haemorrhage, mass or infarct.", 0),
+    ("Normal signal in the pons.", 0),
+    ("A non-enhancing mass; no haemorrhage.", 1),
+])
+def test_a_caption_shows_what_it_names_and_does_not_negate(caption: str, score: int) -> None:
+    assert caption_score(caption) == score
+
+
+def test_a_reference_keeps_a_finding_said_beside_what_it_lacks() -> None:
+    text = "Large mass in the left frontal lobe without surrounding oedema. No haemorrhage. Normal ventricles."
+    assert visible_sentences(text, {"T2"}, negatives=False) == "Large mass in the left frontal lobe without " \
+                                                                 "surrounding oedema."
 
 
 def test_a_finding_item_on_a_sagittal_image_grades_no_side() -> None:

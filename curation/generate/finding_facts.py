@@ -61,7 +61,8 @@ def finding_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> N
     symptoms = set(deficits.get("contralateral", [])) | set(deficits.get("dominant_hemisphere", []))
     symptoms |= {"headache", "optic neuritis"}
     figure = f.get("figure_id")
-    imaging = [x for x in case.findings if x.category == "finding" and not x.negated and x.label not in symptoms
+    # what the report says is there now: not "no haemorrhage", "possible abscess" or "history of stroke"
+    imaging = [x for x in case.findings if x.category == "finding" and x.affirmed and x.label not in symptoms
                and (x.source_field != "presentation" or x.sequence)]
     # findings of the figure shown come first, then those of the report
     imaging.sort(key=lambda x: (x.source_field != f"figure:{figure}", not x.anatomy))
@@ -91,7 +92,7 @@ def finding_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> N
         territory = next((y.anatomy for y in imaging if y.anatomy and y.anatomy.endswith("territory")), None)
         if territory:
             f["territory"] = territory
-    pres = [x for x in case.findings if x.category == "finding" and not x.negated and x.source_field == "presentation"]
+    pres = [x for x in case.findings if x.category == "finding" and x.affirmed and x.source_field == "presentation"]
     deficit = next((x for x in pres if x.label in symptoms and x.label != "headache" and x.label != "optic neuritis"),
                    None)
     lesion = f.get("lesion")

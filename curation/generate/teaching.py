@@ -16,10 +16,12 @@ from typing import Any
 
 from curation.figure_kinds import all_kinds, kind_name, kinds_named
 from curation.generate.presentation import deid_artefacts
+from curation.nlp.context import Context
 from curation.nlp.diagnoses import Diagnoses, DiagnosisEntry, fold
 from curation.schema import Case, Evidence, Figure
 
-# what a caption says when it shows an abnormality (one sentence at a time; a negated sentence says nothing)
+# what a caption says when it shows an abnormality (one sentence at a time; what the sentence negates is not shown:
+# ConText's negation, curation.nlp.context)
 ABNORMAL = re.compile(
     r"\b(lesions?|mass(es)?|tumou?rs?|hyperintens\w*|hypointens\w*|hyperdens\w*|hypodens\w*|hypoattenuat\w*|"
     r"hyperattenuat\w*|enhanc\w*|infarct\w*|ha?emorrhag\w*|ha?ematoma|o?edema|cyst\w*|restrict\w*|dilat\w*|"
@@ -28,6 +30,7 @@ ABNORMAL = re.compile(
     r"agenesis|hypoplas\w*|absen\w*|signal|shortening|prolongation|collection|fluid|necro\w*|blood|focus|foci|"
     r"nodul\w*|deform\w*|compress\w*|effac\w*|shift|lucen\w*|sclero\w*|attenuation|widen\w*|ectop\w*|"
     r"intensity|density|lysis|osteoly\w*|loss)\b", re.I)
+# a sentence that names no abnormality it does not negate, and says one of these, says only what is not there
 NEGATED = re.compile(r"\b(no|not|without|normal(ly)?|unremarkable|negative)\b", re.I)
 # T1 and T2 name sequences, not thoracic levels
 SPINE = re.compile(r"\b(spine|spinal|cervical|thoracic|lumbar|sacral|vertebra\w*|cord|C[1-7]|L[1-5]|S1)\b")
@@ -95,14 +98,19 @@ def figure_dims(caption: str, dx_table: Diagnoses) -> list[str]:
     return dims
 
 
+# a caption's sentences, clauses after ";" and its bullet points (a bullet list read as one sentence ran a finding
+# into the next bullet's "without mass effect")
+CLAUSES = re.compile(r"(?<=[.!?;])\s+|\n+|\s*\u2022\s*")
+
+
+def affirmed(sentence: str) -> list[str]:
+    """The abnormality words of ``sentence`` that it does not negate ("mass without oedema": mass)."""
+    return [word for word, said in Context.default().mentions(sentence, ABNORMAL) if not said["negated"]]
+
+
 def caption_score(caption: str) -> int:
-    """How many abnormality words a caption's sentences hold, leaving out sentences that negate."""
-    n = 0
-    for sentence in re.split(r"(?<=[.;])\s+|\n", caption):
-        if NEGATED.search(sentence):
-            continue
-        n += len(ABNORMAL.findall(sentence))
-    return n
+    """How many abnormality words a caption's sentences hold, leaving out those they negate."""
+    return sum(len(affirmed(sentence)) for sentence in CLAUSES.split(caption))
 
 
 def first_sentence(text: str, limit: int = 240) -> str:
@@ -118,7 +126,7 @@ LESION = re.compile(r"\b(mass(es)?|lesions?|tumou?rs?|cysts?|ha?emorrhag\w*|ha?e
 
 def _abnormal_sentences(caption: str) -> list[str]:
     """The caption's sentences that describe an abnormality, those naming a lesion first."""
-    found = [s for s in re.split(r"(?<=[.!?;])\s+|\n", caption) if ABNORMAL.search(s) and not NEGATED.search(s)]
+    found = [s for s in CLAUSES.split(caption) if affirmed(s)]
     return sorted(found, key=lambda s: not LESION.search(s))
 
 
@@ -293,7 +301,7 @@ def visible_sentences(text: str, kinds: set[str], negatives: bool = True) -> str
             continue
         if all(k in _SHOWS_NOT and _SHOWS_NOT[k].search(sentence) for k in kinds):
             continue
-        if not negatives and NEGATED.search(sentence) and not ABNORMAL.search(NEGATED.split(sentence)[0]):
+        if not negatives and NEGATED.search(sentence) and not affirmed(sentence):
             continue
         kept.append(_FIG_LABEL.sub("", sentence.strip()))
     return " ".join(k for k in kept if k)
@@ -522,8 +530,8 @@ def _sides_said(case: Case) -> set[str]:
     """The one side each abnormality sentence of the case's captions and findings names, where it names one."""
     said = set()
     texts = [g.caption for g in case.figures] + [case.sections.get("findings", "")]
-    for sentence in (x for t in texts for x in re.split(r"(?<=[.!?;])\s+|\n+", t)):
-        if not ABNORMAL.search(sentence) or NEGATED.search(sentence):
+    for sentence in (x for t in texts for x in CLAUSES.split(t)):
+        if not affirmed(sentence):
             continue  # (an old or incidental finding counts: a reader may take it for the principal one)
         left, right = bool(_LEFT.search(sentence)), bool(_RIGHT.search(sentence))
         if left != right:

@@ -1,4 +1,5 @@
-"""The ``extract`` stage: spaCy rule components over a neurology lexicon kept as data."""
+"""The ``extract`` stage: spaCy rule components over a neurology lexicon kept as data; what the text asserts of each
+finding (negated, hedged, historical) is ConText's, by negspacy (``curation.nlp.context``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import yaml
 
 from curation.errors import InputError, ParamsError
 from curation.jsonio import read_jsonl, write_jsonl
+from curation.nlp.context import Context
 from curation.params import ExtractParams
 from curation.records import staged_dir
 from curation.report import Report
@@ -25,7 +27,7 @@ def load_lexicon(path: str) -> dict[str, Any]:
         lex = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ParamsError(f"cannot read lexicon ({exc.__class__.__name__})", path) from None
-    for key in (*CATEGORY, "negation_triggers", "negation_window", "laterality", "temporal_pattern"):
+    for key in (*CATEGORY, "laterality", "temporal_pattern"):
         if key not in lex:
             raise ParamsError(f"lexicon lacks {key!r}", path)
     return lex
@@ -33,12 +35,11 @@ def load_lexicon(path: str) -> dict[str, Any]:
 
 class Extractor:
     def __init__(self, lexicon_path: str) -> None:
-        import spacy
         from spacy.matcher import PhraseMatcher
 
         self.lex = load_lexicon(lexicon_path)
-        self.nlp = spacy.blank("en")
-        self.nlp.add_pipe("sentencizer")
+        self.context = Context.default()
+        self.nlp = self.context.nlp
         self.matcher = PhraseMatcher(self.nlp.vocab, attr="LOWER")
         self.labels: dict[str, tuple[str, str]] = {}
         for cat, kind in CATEGORY.items():
@@ -46,13 +47,12 @@ class Extractor:
                 key = f"{kind}::{label}"
                 self.labels[key] = (kind, label)
                 self.matcher.add(key, [self.nlp.make_doc(t) for t in terms])
-        self.neg = [t.lower().split() for t in self.lex["negation_triggers"]]
         self.temporal = re.compile(self.lex["temporal_pattern"], re.IGNORECASE)
 
     def findings(self, text: str, field: str) -> list[Finding]:
         if not text.strip():
             return []
-        doc = self.nlp(text)
+        doc = self.context.parse(text)
         from spacy.util import filter_spans
 
         spans = []
@@ -61,6 +61,7 @@ class Extractor:
             span.label_ = self.nlp.vocab.strings[match_id]
             spans.append(span)
         spans = filter_spans(spans)  # longest match wins
+        said = {(s.start, s.end): a for s, a in zip(spans, self.context.assess(doc, spans), strict=True)}
         out: list[Finding] = []
         for sent in doc.sents:
             in_sent = [s for s in spans if s.start >= sent.start and s.end <= sent.end]
@@ -79,26 +80,10 @@ class Extractor:
                     anatomy=self.labels[near_anat.label_][1] if near_anat is not None else None,
                     laterality=self._laterality(doc, lat_src, sent.start),
                     sequence=self.labels[near_seq.label_][1] if near_seq is not None else None,
-                    negated=self._negated(doc, s, sent.start), temporal=tmatch.group(0) if tmatch else None,
+                    **said[(s.start, s.end)], temporal=tmatch.group(0) if tmatch else None,
                     source_field=field, start=s.start_char, end=s.end_char,
                 ))
         return out
-
-    def _negated(self, doc: Any, span: Any, sent_start: int) -> bool:
-        window = int(self.lex["negation_window"])
-        lo = max(sent_start, span.start - window)
-        words = [t.lower_ for t in doc[lo:span.start]]
-        stops = set(self.lex.get("negation_terminators", []))
-        for i in range(len(words) - 1, -1, -1):  # a negation does not reach past "but", "however", ...
-            if words[i] in stops:
-                words = words[i + 1:]
-                break
-        for trig in self.neg:
-            n = len(trig)
-            for i in range(len(words) - n + 1):
-                if words[i:i + n] == trig:
-                    return True
-        return False
 
     def _laterality(self, doc: Any, span: Any, sent_start: int) -> str | None:
         lat = self.lex["laterality"]
@@ -164,7 +149,8 @@ def run(params: ExtractParams, src: Path, dst: Path, report_path: Path | None = 
             if not case.diagnosis.differential and diffs:
                 case.diagnosis.differential = [d for d in diffs if d != case.diagnosis.primary]
         report.counts["findings"] += sum(1 for f in findings if f.category == "finding" and not f.negated)
-        report.counts["negated_findings"] += sum(1 for f in findings if f.negated)
+        for assertion in ("negated", "hedged", "historical"):
+            report.counts[f"{assertion}_findings"] += sum(1 for f in findings if getattr(f, assertion))
         case.provenance.stages["extract"] = "1"
         cases.append(case)
         report.outputs += 1

@@ -59,6 +59,34 @@ def test_stored_entry_reads_back_with_its_files(store: Path, tmp_path: Path) -> 
     assert not [p for p in (store / "ab").iterdir() if p.name.startswith(".")], "no temporary folder is left"
 
 
+def test_a_fit_being_made_is_waited_for_not_made_again(store: Path, tmp_path: Path) -> None:
+    """Two runs needing the same fit at once: the second waits for the first's claim and reads its fit back."""
+    import threading
+    import time
+
+    entry, files = _entry(tmp_path)
+    k = "cd" + "0" * 62
+    made: list[str] = []
+
+    def fit(name: str) -> None:
+        into = tmp_path / name
+        into.mkdir()
+        with fitcache.claimed(k):
+            if fitcache.load(k, into) is None:
+                time.sleep(0.5)  # a fit in the making
+                made.append(name)
+                fitcache.store(k, entry, files)
+
+    runs = [threading.Thread(target=fit, args=(name,)) for name in ("first", "second")]
+    for r in runs:
+        r.start()
+        time.sleep(0.1)
+    for r in runs:
+        r.join(timeout=30)
+    assert made == ["first"]
+    assert {p.name for p in (tmp_path / "second").iterdir()} == set(files), "the second run read the first's fit"
+
+
 def test_broken_entry_is_a_miss_and_is_replaced(store: Path, tmp_path: Path) -> None:
     entry, files = _entry(tmp_path)
     k = "cd" + "1" * 62

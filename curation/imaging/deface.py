@@ -149,16 +149,17 @@ def _register(fixed: Any, head: Any) -> tuple[Any, float]:
 
     origin_spacing_direction = np.r_[fixed.GetOrigin(), fixed.GetSpacing(), fixed.GetDirection()]
     k = fitcache.key(sitk.GetArrayViewFromImage(fixed), origin_spacing_direction, "deface", _code())
-    hit = fitcache.load(k, Path("."))  # the entry has no files: only the affine's numbers
-    if hit is not None and len(hit.matrix) == 3:
-        tx = sitk.AffineTransform(3)
-        tx.SetMatrix(hit.matrix[0])
-        tx.SetTranslation(hit.matrix[1])
-        tx.SetCenter(hit.matrix[2])
-        return tx, hit.metric
-    tx, metric = register_affine(fixed, coarse_copy(head, WORK_SPACING))
-    numbers = [list(tx.GetMatrix()), list(tx.GetTranslation()), list(tx.GetCenter())]
-    fitcache.store(k, fitcache.Entry(numbers, metric, "deface", [], []), {})
+    with fitcache.claimed(k):
+        hit = fitcache.load(k, Path("."))  # the entry has no files: only the affine's numbers
+        if hit is not None and len(hit.matrix) == 3:
+            tx = sitk.AffineTransform(3)
+            tx.SetMatrix(hit.matrix[0])
+            tx.SetTranslation(hit.matrix[1])
+            tx.SetCenter(hit.matrix[2])
+            return tx, hit.metric
+        tx, metric = register_affine(fixed, coarse_copy(head, WORK_SPACING))
+        numbers = [list(tx.GetMatrix()), list(tx.GetTranslation()), list(tx.GetCenter())]
+        fitcache.store(k, fitcache.Entry(numbers, metric, "deface", [], []), {})
     return tx, metric
 
 

@@ -6,7 +6,9 @@ its affine, its sequence and the code and settings of the fit, so those are the 
 affine, the sequence, the bytes of anatomy.py, templatefit.py, registration.yaml and landmarks.yaml, the template
 files' names and sizes and the antspyx version. Any change to one of them is a miss. An entry is ANTs' transform
 files and a small JSON (matrix, metric, kind, file order), written to a temporary folder and renamed into place, so
-that concurrent workers and a killed run never leave a half entry.
+that concurrent workers and a killed run never leave a half entry. A fit being computed is claimed (a lock file beside
+its entry): another process that needs the same fit, a second run on the same corpus or a worker of another stage,
+waits for it and reads it back instead of fitting the series again.
 
 Where: ``CURATION_FIT_CACHE`` (a folder; ``off`` turns the store off), else ``$XDG_CACHE_HOME/medbench-curation/
 anatomy-fits`` (``~/.cache`` without it). Its size is kept under ``CURATION_FIT_CACHE_GB`` (default 5): after a
@@ -20,7 +22,8 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +31,7 @@ import numpy as np
 
 VERSION = "1"
 ENTRY = "fit.json"
+CLAIM_WAIT_S = 1800  # past this a claim is taken as stale (its holder hung) and the fit is made anyway
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,29 @@ def key(data: np.ndarray, affine: np.ndarray, sequence: str | None, code: Iterab
     for part in code:
         h.update(hashlib.sha256(part).digest())
     return h.hexdigest()
+
+
+@contextmanager
+def claimed(k: str) -> Iterator[None]:
+    """Held while the fit for key ``k`` is looked up and, on a miss, computed and stored: a process that needs the
+    same fit meanwhile waits, then finds it stored. The lock is the operating system's (released when its holder
+    exits, killed or not); a store that cannot hold a lock file, or a claim held past CLAIM_WAIT_S, claims nothing."""
+    from filelock import FileLock, Timeout
+
+    base = root()
+    lock = None
+    if base is not None:
+        try:
+            (base / k[:2]).mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(base / k[:2] / f".{k}.lock"), timeout=CLAIM_WAIT_S)
+            lock.acquire()
+        except (OSError, Timeout):
+            lock = None
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def load(k: str, into: Path) -> Entry | None:

@@ -164,8 +164,8 @@ def register_rigid(fixed: Any, moving: Any, spacing: float, *, resample: bool = 
     k = fitcache.key(sitk.GetArrayViewFromImage(fixed), _geometry(fixed), "rigid",
                      (sitk.GetArrayViewFromImage(moving).tobytes(), _geometry(moving).tobytes(),
                       f"spacing={spacing!r}".encode(), *_rigid_code()))
-    hit = fitcache.load(k, Path("."))  # the entry has no files: only the transform's numbers
-    with threads(1):
+    with threads(1), fitcache.claimed(k):
+        hit = fitcache.load(k, Path("."))  # the entry has no files: only the transform's numbers
         if hit is not None and hit.kind == "rigid":
             numbers, metric = hit.matrix, hit.metric
         else:

@@ -239,14 +239,15 @@ def fit_template(data: np.ndarray, affine: np.ndarray, sequence: str | None = No
 
     k = fitcache.key(data, affine, sequence, _fit_code())
     work = tempfile.TemporaryDirectory(prefix="anatomy-fit-")
-    hit = fitcache.load(k, Path(work.name))
-    if hit is not None:
-        return Fit(np.asarray(hit.matrix, np.float64), hit.metric, "brain" if hit.kind == "brain" else "head",
-                   [f"{work.name}/{n}" for n in hit.fwd], [f"{work.name}/{n}" for n in hit.inv], work)
-    fit = _fit(data, affine, sequence, work)
-    fitcache.store(k, fitcache.Entry(fit.matrix.tolist(), fit.metric, fit.kind, [Path(f).name for f in fit._fwd],
-                                     [Path(f).name for f in fit._inv]),
-                   {Path(f).name: f for f in [*fit._fwd, *fit._inv]})
+    with fitcache.claimed(k):
+        hit = fitcache.load(k, Path(work.name))
+        if hit is not None:
+            return Fit(np.asarray(hit.matrix, np.float64), hit.metric, "brain" if hit.kind == "brain" else "head",
+                       [f"{work.name}/{n}" for n in hit.fwd], [f"{work.name}/{n}" for n in hit.inv], work)
+        fit = _fit(data, affine, sequence, work)
+        fitcache.store(k, fitcache.Entry(fit.matrix.tolist(), fit.metric, fit.kind, [Path(f).name for f in fit._fwd],
+                                         [Path(f).name for f in fit._inv]),
+                       {Path(f).name: f for f in [*fit._fwd, *fit._inv]})
     return fit
 
 

@@ -417,6 +417,20 @@ def test_a_caption_shows_what_it_names_and_does_not_negate(caption: str, score: 
     assert caption_score(caption) == score
 
 
+@pytest.mark.parametrize(("caption", "principal"), [
+    # mass effect is what a lesion does, not a lesion
+    ("Diffuse low attenuation in the temporal lobes. Mass effect is noted with left uncal herniation.",
+     "Diffuse low attenuation in the temporal lobes."),
+    # a lesion said without doubt before one it hedges
+    ("There seems to be a hypodense centre in the mass. An obvious hyperdense mass in the posterior fossa.",
+     "An obvious hyperdense mass in the posterior fossa."),
+])
+def test_the_principal_finding_is_a_lesion_said_without_doubt(caption: str, principal: str) -> None:
+    from curation.generate.teaching import _finding_sentence
+
+    assert _finding_sentence(caption) == principal
+
+
 def test_a_reference_keeps_a_finding_said_beside_what_it_lacks() -> None:
     text = "Large mass in the left frontal lobe without surrounding oedema. No haemorrhage. Normal ventricles."
     assert visible_sentences(text, {"T2"}, negatives=False) == "Large mass in the left frontal lobe without " \

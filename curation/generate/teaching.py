@@ -120,14 +120,20 @@ def first_sentence(text: str, limit: int = 240) -> str:
 
 # a lesion itself, which is the principal abnormality where a caption also tells what it does (the hydrocephalus a
 # posterior fossa mass causes is not the principal abnormality: a clinical read)
-LESION = re.compile(r"\b(mass(es)?|lesions?|tumou?rs?|cysts?|ha?emorrhag\w*|ha?ematoma|infarct\w*|nodules?|"
-                    r"malformation|fractur\w*|collection|abscess\w*|plaques?|aneurysm)\b", re.I)
+LESION = re.compile(r"\b(mass(es)?(?!\s+effect)|lesions?|tumou?rs?|cysts?|ha?emorrhag\w*|ha?ematoma|infarct\w*|"
+                    r"nodules?|malformation|fractur\w*|collection|abscess\w*|plaques?|aneurysm)\b", re.I)
 
 
 def _abnormal_sentences(caption: str) -> list[str]:
-    """The caption's sentences that describe an abnormality, those naming a lesion first."""
+    """The caption's sentences that describe an abnormality, those naming a lesion first, then those that say it
+    without doubt ("There seems to be a hypodense centre" after "an obvious hyperdense mass")."""
     found = [s for s in CLAUSES.split(caption) if affirmed(s)]
-    return sorted(found, key=lambda s: not LESION.search(s))
+    return sorted(found, key=lambda s: (not LESION.search(s), not _surely(s)))
+
+
+def _surely(sentence: str) -> bool:
+    """Whether the sentence says an abnormality it neither negates nor hedges."""
+    return any(not (said["negated"] or said["hedged"]) for _, said in Context.default().mentions(sentence, ABNORMAL))
 
 
 def _finding_sentence(caption: str) -> str:

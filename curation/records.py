@@ -278,3 +278,26 @@ def _inside(path: str, folder: Path) -> str:
         return Path(os.path.abspath(path)).relative_to(os.path.abspath(folder)).as_posix()
     except ValueError:
         return path
+
+
+@contextlib.contextmanager
+def claimed(lock: Path | None, wait_s: float) -> Iterator[None]:
+    """Held while a store's entry is looked up and, on a miss, computed and stored (the fit store, the OCR store):
+    another process that needs the same entry meanwhile waits, then finds it stored, instead of computing it again.
+    The lock is the operating system's (released when its holder exits, killed or not); ``lock`` None, a lock file
+    that cannot be made, or a claim held past ``wait_s`` (its holder hung) claims nothing."""
+    from filelock import FileLock, Timeout
+
+    held = None
+    if lock is not None:
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            held = FileLock(str(lock), timeout=wait_s)
+            held.acquire()
+        except (OSError, Timeout):
+            held = None
+    try:
+        yield
+    finally:
+        if held is not None:
+            held.release()

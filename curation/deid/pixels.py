@@ -27,11 +27,13 @@ from typing import Any
 
 import yaml
 
+from curation import records
 from curation.params import PixelDeidParams, TextDeidParams
 from curation.report import Outcome
 
 TOOL = "tesseract"
 CACHE_VERSION = "4"  # the reading code's version: bump it when read_image reads differently
+OCR_WAIT_S = 600  # past this another run's claim on an image is taken as stale and the image is read anyway
 
 
 @lru_cache(maxsize=1)
@@ -136,13 +138,16 @@ def ocr_words(img: Any, scale: int = 1, offset: tuple[int, int] = (0, 0), psm: i
 def read_image(img: Any) -> tuple[list[Word], list[Word]]:
     """The words of the whole image at 1x, and those of its text rows (runs of rows on a flat background, where
     overlays and footers lie) read again upscaled: a 6 px footer is noise to Tesseract at 1x. Read once per pixels,
-    policy and Tesseract version (``ocr_cache``): a rerun of the stage, or verify after it, reads them back."""
+    policy and Tesseract version (``ocr_cache``): a rerun of the stage, or verify after it, reads them back; a run
+    that needs an image another run is reading waits for its words."""
     key = _cache_key(img)
-    cached = _cache_get(key)
-    if cached is not None:
-        return cached
-    words = _read_image(img)
-    _cache_put(key, words)
+    root = ocr_cache()
+    with records.claimed(None if root is None else root / key[:2] / f".{key}.lock", OCR_WAIT_S):
+        cached = _cache_get(key)
+        if cached is not None:
+            return cached
+        words = _read_image(img)
+        _cache_put(key, words)
     return words
 
 

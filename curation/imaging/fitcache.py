@@ -22,12 +22,14 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from curation import records
 
 VERSION = "1"
 ENTRY = "fit.json"
@@ -69,27 +71,11 @@ def key(data: np.ndarray, affine: np.ndarray, sequence: str | None, code: Iterab
     return h.hexdigest()
 
 
-@contextmanager
-def claimed(k: str) -> Iterator[None]:
+def claimed(k: str) -> AbstractContextManager[None]:
     """Held while the fit for key ``k`` is looked up and, on a miss, computed and stored: a process that needs the
-    same fit meanwhile waits, then finds it stored. The lock is the operating system's (released when its holder
-    exits, killed or not); a store that cannot hold a lock file, or a claim held past CLAIM_WAIT_S, claims nothing."""
-    from filelock import FileLock, Timeout
-
+    same fit meanwhile waits, then finds it stored (``records.claimed``)."""
     base = root()
-    lock = None
-    if base is not None:
-        try:
-            (base / k[:2]).mkdir(parents=True, exist_ok=True)
-            lock = FileLock(str(base / k[:2] / f".{k}.lock"), timeout=CLAIM_WAIT_S)
-            lock.acquire()
-        except (OSError, Timeout):
-            lock = None
-    try:
-        yield
-    finally:
-        if lock is not None:
-            lock.release()
+    return records.claimed(None if base is None else base / k[:2] / f".{k}.lock", CLAIM_WAIT_S)
 
 
 def load(k: str, into: Path) -> Entry | None:

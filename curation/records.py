@@ -294,10 +294,11 @@ def claimed(lock: Path | None, wait_s: float) -> Iterator[None]:
             lock.parent.mkdir(parents=True, exist_ok=True)
             held = FileLock(str(lock), timeout=wait_s)
             held.acquire()
-        except (OSError, Timeout):
+        except (OSError, Timeout, NotImplementedError, RuntimeError):  # no flock on this file system: no claim
             held = None
     try:
         yield
     finally:
         if held is not None:
-            held.release()
+            with contextlib.suppress(OSError, RuntimeError):  # the work is done; a lock that will not let go is moot
+                held.release()

@@ -52,6 +52,39 @@ def test_hedged_and_historical_findings_are_not_affirmed(ex, text, label, assert
     assert getattr(f, assertion) and not f.affirmed, f
 
 
+@pytest.mark.parametrize(("text", "affirmed", "not_affirmed"), [
+    # a trigger reaches a few words, not the whole sentence (NegEx's window)
+    ("Large enhancing mass in the left frontal lobe, the ventricles are normal.", {"mass", "enhancement"}, set()),
+    ("Acute infarct in the left MCA territory, the posterior fossa is unremarkable.", {"infarct"}, set()),
+    ("There is no midline shift or hydrocephalus, and a large haematoma is present.", {"haemorrhage"},
+     {"mass effect"}),
+    ("Hypodensity without enhancement in the left frontal lobe, consistent with an acute infarct.", {"infarct"},
+     {"enhancement"}),
+    # a clause ends at a line, a bullet, "showed", ", with"
+    ("Findings:\n- No haemorrhage\n- Large enhancing mass in the left frontal lobe with surrounding oedema",
+     {"mass", "vasogenic oedema"}, {"haemorrhage"}),
+    ("\u2022 No hydrocephalus \u2022 Ring-enhancing lesion in the right frontal lobe with oedema",
+     {"vasogenic oedema"}, {"ventriculomegaly"}),
+    ("CT performed to rule out haemorrhage showed a large haematoma.", set(), set()),
+    ("Large mass without oedema, with marked enhancement.", {"mass", "enhancement"}, {"vasogenic oedema"}),
+    # what looks like a trigger and is not
+    ("Subarachnoid haemorrhage with free blood in the ventricles.", {"haemorrhage"}, set()),
+    ("New enhancing lesion not seen on prior MRI.", {"enhancement"}, set()),
+    ("Compared with the previous study, the enhancing mass has increased in size.", {"mass"}, set()),
+    ("Ring-enhancing mass, glioblastoma versus metastasis.", {"mass"}, set()),
+    ("Hx of migraine, acute onset aphasia.", {"aphasia"}, set()),
+])
+def test_assertions_reach_what_their_trigger_is_said_of(ex, text, affirmed, not_affirmed):
+    fs = [f for f in ex.findings(text, "notes") if f.category == "finding"]
+    assert affirmed <= {f.label for f in fs if f.affirmed}, fs
+    assert not_affirmed <= {f.label for f in fs if not f.affirmed}, fs
+
+
+def test_cannot_exclude_hedges_and_does_not_negate(ex):
+    [f] = [f for f in ex.findings("Cannot exclude haemorrhage.", "notes") if f.label == "haemorrhage"]
+    assert f.hedged and not f.negated
+
+
 def test_the_present_after_the_past_is_affirmed(ex):
     fs = ex.findings("History of an infarct, now with aphasia.", "notes")
     assert by_label(fs, "aphasia")[0].affirmed

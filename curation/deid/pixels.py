@@ -141,6 +141,9 @@ def read_image(img: Any) -> tuple[list[Word], list[Word]]:
     policy and Tesseract version (``ocr_cache``): a rerun of the stage, or verify after it, reads them back; a run
     that needs an image another run is reading waits for its words."""
     key = _cache_key(img)
+    cached = _cache_get(key)
+    if cached is not None:
+        return cached
     root = ocr_cache()
     with records.claimed(None if root is None else root / key[:2] / f".{key}.lock", OCR_WAIT_S):
         cached = _cache_get(key)

@@ -120,7 +120,7 @@ def first_sentence(text: str, limit: int = 240) -> str:
 
 # a lesion itself, which is the principal abnormality where a caption also tells what it does (the hydrocephalus a
 # posterior fossa mass causes is not the principal abnormality: a clinical read)
-LESION = re.compile(r"\b(mass(es)?(?!\s+effect)|lesions?|tumou?rs?|cysts?|ha?emorrhag\w*|ha?ematoma|infarct\w*|"
+LESION = re.compile(r"\b(mass(es)?(?![\s-]+effect)|lesions?|tumou?rs?|cysts?|ha?emorrhag\w*|ha?ematoma|infarct\w*|"
                     r"nodules?|malformation|fractur\w*|collection|abscess\w*|plaques?|aneurysm)\b", re.I)
 
 
@@ -128,12 +128,13 @@ def _abnormal_sentences(caption: str) -> list[str]:
     """The caption's sentences that describe an abnormality, those naming a lesion first, then those that say it
     without doubt ("There seems to be a hypodense centre" after "an obvious hyperdense mass")."""
     found = [s for s in CLAUSES.split(caption) if affirmed(s)]
-    return sorted(found, key=lambda s: (not LESION.search(s), not _surely(s)))
+    return sorted(found, key=lambda s: (not _says(s, LESION), not _says(s, ABNORMAL, surely=True)))
 
 
-def _surely(sentence: str) -> bool:
-    """Whether the sentence says an abnormality it neither negates nor hedges."""
-    return any(not (said["negated"] or said["hedged"]) for _, said in Context.default().mentions(sentence, ABNORMAL))
+def _says(sentence: str, pattern: re.Pattern[str], surely: bool = False) -> bool:
+    """Whether the sentence names something ``pattern`` matches without negating it (nor hedging it, ``surely``)."""
+    return any(not (said["negated"] or (surely and said["hedged"]))
+               for _, said in Context.default().mentions(sentence, pattern))
 
 
 def _finding_sentence(caption: str) -> str:
@@ -299,7 +300,7 @@ def visible_sentences(text: str, kinds: set[str], negatives: bool = True) -> str
     False, none that only says what is absent ("No hemorrhage.")."""
     alike = set().union(kinds, *(_ALIKE.get(k, set()) for k in kinds))
     kept = []
-    for sentence in re.split(r"(?<=[.!?;])\s+|\n+", text):
+    for sentence in re.split(r"(?<=[.!?;])\s+|\n+|\s+(?=\u2022)", text):  # a bullet keeps its mark
         named = kinds_named(sentence)
         if _ELSEWHERE.search(sentence) or (named and not named & alike):
             continue

@@ -148,7 +148,7 @@ def run(params: ExtractParams, src: Path, dst: Path, report_path: Path | None = 
                 report.counts["diagnosis_from_text"] += 1
             if not case.diagnosis.differential and diffs:
                 case.diagnosis.differential = [d for d in diffs if d != case.diagnosis.primary]
-        report.counts["findings"] += sum(1 for f in findings if f.category == "finding" and not f.negated)
+        report.counts["findings"] += sum(1 for f in findings if f.category == "finding" and f.affirmed)
         for assertion in ("negated", "hedged", "historical"):
             report.counts[f"{assertion}_findings"] += sum(1 for f in findings if getattr(f, assertion))
         case.provenance.stages["extract"] = "1"

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-SCHEMA_VERSION = "1.1.0"
+SCHEMA_VERSION = "1.2.0"  # 1.2: a finding says whether it is hedged or historical
 
 
 class Model(BaseModel):

@@ -424,6 +424,13 @@ def test_a_caption_shows_what_it_names_and_does_not_negate(caption: str, score: 
     # a lesion said without doubt before one it hedges
     ("There seems to be a hypodense centre in the mass. An obvious hyperdense mass in the posterior fossa.",
      "An obvious hyperdense mass in the posterior fossa."),
+    # a lesion only supposed is not the principal finding
+    ("Severe oedema, and signal in the right hemisphere may represent tumour extension. Increased white matter "
+     "signal in the left frontoparietal region with mild midline shift.",
+     "Increased white matter signal in the left frontoparietal region with mild midline shift."),
+    # what a lesion does comes after the lesion
+    ("Marked hydrocephalus with dilatation of the lateral ventricles. Hypodense regions in the centre of the mass.",
+     "Hypodense regions in the centre of the mass."),
 ])
 def test_the_principal_finding_is_a_lesion_said_without_doubt(caption: str, principal: str) -> None:
     from curation.generate.teaching import _finding_sentence

@@ -125,16 +125,23 @@ LESION = re.compile(r"\b(mass(es)?(?![\s-]+effect)|lesions?|tumou?rs?|cysts?|ha?
 
 
 def _abnormal_sentences(caption: str) -> list[str]:
-    """The caption's sentences that describe an abnormality, those naming a lesion first, then those that say it
-    without doubt ("There seems to be a hypodense centre" after "an obvious hyperdense mass")."""
+    """The caption's sentences that describe an abnormality: those naming a lesion first, then those saying an
+    abnormality without doubt. A lesion comes before what it does (the hydrocephalus a posterior fossa mass causes is
+    not the principal abnormality: a clinical read), but a lesion the caption only supposes does not ("This most
+    likely represents a venous malformation", "may represent tumour extension")."""
     found = [s for s in CLAUSES.split(caption) if affirmed(s)]
-    return sorted(found, key=lambda s: (not _says(s, LESION), not _says(s, ABNORMAL, surely=True)))
+    return sorted(found, key=lambda s: (not _names_lesion(s), not _surely(s)))
 
 
-def _says(sentence: str, pattern: re.Pattern[str], surely: bool = False) -> bool:
-    """Whether the sentence names something ``pattern`` matches without negating it (nor hedging it, ``surely``)."""
-    return any(not (said["negated"] or (surely and said["hedged"]))
-               for _, said in Context.default().mentions(sentence, pattern))
+def _names_lesion(sentence: str) -> bool:
+    """Whether the sentence names a lesion it neither negates nor hedges."""
+    return any(not (said["negated"] or said["hedged"]) for _, said in Context.default().mentions(sentence, LESION))
+
+
+def _surely(sentence: str) -> bool:
+    """Whether the sentence says an abnormality and hedges none ("There seems to be a hypodense centre")."""
+    said = [a for _, a in Context.default().mentions(sentence, ABNORMAL)]
+    return any(not a["negated"] for a in said) and not any(a["hedged"] for a in said)
 
 
 def _finding_sentence(caption: str) -> str:

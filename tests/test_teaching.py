@@ -438,6 +438,18 @@ def test_the_principal_finding_is_a_lesion_said_without_doubt(caption: str, prin
     assert _finding_sentence(caption) == principal
 
 
+@pytest.mark.parametrize(("caption", "made"), [
+    ("There seems to be a hypodense region in the centre of the mass.", False),
+    ("Bilateral chronic subdural collections, with a focal high density suggestive of a recent bleed.", True),
+])
+def test_an_answer_the_caption_doubts_is_no_key(caption: str, made: bool) -> None:
+    from curation.generate.teaching import _set_sure
+
+    f: dict = {}
+    _set_sure(f, "key_caption_first", caption)
+    assert ("key_caption_first" in f) == made
+
+
 def test_a_reference_keeps_a_finding_said_beside_what_it_lacks() -> None:
     text = "Large mass in the left frontal lobe without surrounding oedema. No haemorrhage. Normal ventricles."
     assert visible_sentences(text, {"T2"}, negatives=False) == "Large mass in the left frontal lobe without " \

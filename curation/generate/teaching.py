@@ -163,6 +163,17 @@ def _supporting_sentence(caption: str) -> str:
     return first_sentence(pick[0] if pick else caption)
 
 
+def _set_sure(f: dict[str, Any], name: str, text: str) -> None:
+    """``f[name]``, the supporting sentence of ``text``, where it says its first abnormality without doubt: an answer
+    the caption itself doubts ("There seems to be a hypodense centre in the mass") is no key, so its item is not
+    made; a doubt about a second finding ("chronic subdural collections, and a high density suggestive of a recent
+    bleed") leaves the sentence a key."""
+    sentence = _supporting_sentence(text)
+    said = [a for _, a in Context.default().mentions(sentence, ABNORMAL) if not a["negated"]]
+    if said and not said[0]["hedged"]:  # what the sentence is about, said without doubt
+        f[name] = sentence
+
+
 def clip(text: str, limit: int = 700) -> str:
     """Whole sentences of ``text`` up to about ``limit`` characters."""
     out = ""
@@ -483,7 +494,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
     for g in figs:
         _note_dims(f, g, dx_table)
     f["dx_image_count"] = ("one image", "two images", "three images")[len(figs) - 1]
-    f["dx_caption_first"] = _supporting_sentence(own_sentences(fig) or as_seen(fig.caption, [fig]))
+    _set_sure(f, "dx_caption_first", own_sentences(fig) or as_seen(fig.caption, [fig]))
     _compartment_facts(f, figs, site, dx_table, asked)
     # a diagnosis the shown images' captions themselves entertain ("may represent small vessel disease") is a
     # second right answer, never a wrong option
@@ -512,14 +523,14 @@ def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnose
     f["image"]["key_figure"] = _evidence(key)
     _note_dims(f, key, dx_table)
     f["key_caption"] = clip(own_sentences(key), 600)
-    f["key_caption_first"] = _supporting_sentence(own_sentences(key))
+    _set_sure(f, "key_caption_first", own_sentences(key))
     f["key_kind_name"] = kind_name(key.kind or "")
     other = next((g for g in shown[1:] if fold(g.caption) != fold(key.caption)), None)
     if other is not None:  # a second figure with its own description: what it shows is asked too
         f["image"]["other_figure"] = _evidence(other)
         _note_dims(f, other, dx_table)
         f["other_caption"] = clip(own_sentences(other), 600)
-        f["other_caption_first"] = _supporting_sentence(own_sentences(other))
+        _set_sure(f, "other_caption_first", own_sentences(other))
         f["other_kind_name"] = kind_name(other.kind or "")
     _structure_facts(f, own_sentences(key), key.caption, [key], dx_table, asked, reported)
     return other
@@ -666,7 +677,7 @@ def _group_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses, ask
     for g in figs:
         _note_dims(f, g, dx_table)
     f["group_caption"] = clip(described, 600)
-    f["group_caption_first"] = _supporting_sentence(described)
+    _set_sure(f, "group_caption_first", described)
     # (their sequences are not told: a sibling item may ask one)
     f["group_image_count"] = ("two images", "three images", "four images")[len(figs) - 2]
     if "structure" not in f:

@@ -450,6 +450,18 @@ def test_an_answer_the_caption_doubts_is_no_key(caption: str, made: bool) -> Non
     assert ("key_caption_first" in f) == made
 
 
+@pytest.mark.parametrize(("caption", "plain"), [
+    ("Periventricular lesions typical of multiple sclerosis.", True),
+    ("This may represent multiple sclerosis.", False),  # a guess
+    ("This may represent a variety of lesions: hypertensive small vessel ischemia; multiple sclerosis (MS); etc.",
+     False),  # a differential, not a reading of the image as one disease
+])
+def test_a_caption_reads_the_image_as_a_diagnosis_only_when_it_names_it_plainly(caption: str, plain: bool) -> None:
+    from curation.generate.teaching import _names_plainly
+
+    assert _names_plainly(caption, "Multiple sclerosis", Diagnoses(DIAGNOSES)) == plain
+
+
 def test_a_reference_keeps_a_finding_said_beside_what_it_lacks() -> None:
     text = "Large mass in the left frontal lobe without surrounding oedema. No haemorrhage. Normal ventricles."
     assert visible_sentences(text, {"T2"}, negatives=False) == "Large mass in the left frontal lobe without " \

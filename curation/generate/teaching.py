@@ -450,6 +450,19 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
         f["dx_told_ok"] = True
 
 
+def _names_plainly(caption: str, dx: str, dx_table: Diagnoses) -> bool:
+    """Whether the caption names ``dx`` as what the image shows: by name, without doubt ("may represent multiple
+    sclerosis" is a guess), and as the one diagnosis it names (a caption that lists "small vessel ischaemia; multiple
+    sclerosis; ..." weighs a differential, it does not read the image as one disease)."""
+    named = {n for clause in re.split(r"[.;:,]|\bor\b|\bvs\b", caption) if (n := dx_table.name(clause))}
+    if dx_table.name(caption) != dx or named != {dx}:
+        return False
+    entry = dx_table.entry(dx)
+    names = sorted({dx, *(entry.aka if entry else [])}, key=len, reverse=True)
+    said = Context.default().mentions(caption, re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b", re.I))
+    return any(not (a["negated"] or a["hedged"]) for _, a in said)
+
+
 def _as_written(words: str, name: str) -> str:
     """The words a differential named a diagnosis by ("PNET" too), or its one name where they are slang ("Mets"), a
     shout ("METASTASIS"), more than one diagnosis ("A: Arachnoid cyst", "Epidermoid/Ependymoma") or a sentence."""
@@ -466,7 +479,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
     """The figures a diagnosis item shows (up to three, one of each sequence first) and the reference its answer is
     graded against."""
     fig = shown[0] if shown else scored[0]
-    naming = next((g for g in scored if dx and dx_table.name(g.caption) == dx), None)
+    naming = next((g for g in scored if dx and _names_plainly(g.caption, dx, dx_table)), None)
     if naming is not None and "dx_with_history" in f and not f.get("dx_told"):
         # the caption says this image shows the disease: its author reads it from the image alone
         fig = naming

@@ -12,7 +12,7 @@ import yaml
 
 from curation.errors import InputError, ParamsError
 from curation.jsonio import read_jsonl, write_jsonl
-from curation.nlp.context import Context
+from curation.nlp.context import ASSERTIONS, Context
 from curation.params import ExtractParams
 from curation.records import staged_dir
 from curation.report import Report
@@ -149,7 +149,7 @@ def run(params: ExtractParams, src: Path, dst: Path, report_path: Path | None = 
             if not case.diagnosis.differential and diffs:
                 case.diagnosis.differential = [d for d in diffs if d != case.diagnosis.primary]
         report.counts["findings"] += sum(1 for f in findings if f.category == "finding" and f.affirmed)
-        for assertion in ("negated", "hedged", "historical"):
+        for assertion in ASSERTIONS:
             report.counts[f"{assertion}_findings"] += sum(1 for f in findings if getattr(f, assertion))
         case.provenance.stages["extract"] = "1"
         cases.append(case)

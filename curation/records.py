@@ -280,6 +280,12 @@ def _inside(path: str, folder: Path) -> str:
         return path
 
 
+def claim_lock(store: Path | None, key: str) -> Path | None:
+    """The lock file claiming ``key`` in a content-addressed ``store``: in the store's ``.claims`` folder, apart from
+    the entries, so that listing, counting and trimming entries never meets a lock."""
+    return None if store is None else store / ".claims" / f"{key}.lock"
+
+
 @contextlib.contextmanager
 def claimed(lock: Path | None, wait_s: float) -> Iterator[None]:
     """Held while a store's entry is looked up and, on a miss, computed and stored (the fit store, the OCR store):

@@ -145,7 +145,7 @@ def read_image(img: Any) -> tuple[list[Word], list[Word]]:
     if cached is not None:
         return cached
     root = ocr_cache()
-    with records.claimed(None if root is None else root / key[:2] / f".{key}.lock", OCR_WAIT_S):
+    with records.claimed(records.claim_lock(root, key), OCR_WAIT_S):
         cached = _cache_get(key)
         if cached is not None:
             return cached

@@ -6,9 +6,9 @@ its affine, its sequence and the code and settings of the fit, so those are the 
 affine, the sequence, the bytes of anatomy.py, templatefit.py, registration.yaml and landmarks.yaml, the template
 files' names and sizes and the antspyx version. Any change to one of them is a miss. An entry is ANTs' transform
 files and a small JSON (matrix, metric, kind, file order), written to a temporary folder and renamed into place, so
-that concurrent workers and a killed run never leave a half entry. A fit being computed is claimed (a lock file beside
-its entry): another process that needs the same fit, a second run on the same corpus or a worker of another stage,
-waits for it and reads it back instead of fitting the series again.
+that concurrent workers and a killed run never leave a half entry. A fit being computed is claimed (a lock file in
+the store's ``.claims`` folder): another process that needs the same fit, a second run on the same corpus or a
+worker of another stage, waits for it and reads it back instead of fitting the series again.
 
 Where: ``CURATION_FIT_CACHE`` (a folder; ``off`` turns the store off), else ``$XDG_CACHE_HOME/medbench-curation/
 anatomy-fits`` (``~/.cache`` without it). Its size is kept under ``CURATION_FIT_CACHE_GB`` (default 5): after a
@@ -74,8 +74,7 @@ def key(data: np.ndarray, affine: np.ndarray, sequence: str | None, code: Iterab
 def claimed(k: str) -> AbstractContextManager[None]:
     """Held while the fit for key ``k`` is looked up and, on a miss, computed and stored: a process that needs the
     same fit meanwhile waits, then finds it stored (``records.claimed``)."""
-    base = root()
-    return records.claimed(None if base is None else base / k[:2] / f".{k}.lock", CLAIM_WAIT_S)
+    return records.claimed(records.claim_lock(root(), k), CLAIM_WAIT_S)
 
 
 def load(k: str, into: Path) -> Entry | None:
@@ -147,6 +146,8 @@ def _trim(base: Path) -> None:
         if total <= limit:
             break
         shutil.rmtree(folder, ignore_errors=True)
+        # its claim goes with it (at worst a fit of a trimmed entry, claimed this instant, is computed twice)
+        (base / ".claims" / f"{folder.name}.lock").unlink(missing_ok=True)
         total -= size
 
 

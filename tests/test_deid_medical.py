@@ -40,6 +40,16 @@ def test_medical_phrases_and_measures_are_kept(tool: TextDeidentifier, phrase: s
     assert tool.deidentify(text)[0] == text
 
 
+def test_a_differential_written_as_a_list_is_kept_line_by_line(tool: TextDeidentifier) -> None:
+    """NER read a real case's differential, one diagnosis a line, as one place across the lines ("Embolic
+    [LOCATION]"); each line is judged on its own, and an adjective of a disease ("vasculitic") is medical."""
+    text = "Embolic Infarction\nThrombotic Infarction\nVasculitic Infarction"
+    assert tool.deidentify(text)[0] == text
+    out, _ = tool.deidentify("Differential:\nJohn Smith\nMary Jones\nPt lives in New\nYork City.")
+    for phi in ("John", "Smith", "Mary", "Jones", "York"):
+        assert phi not in out, (phi, out)
+
+
 def test_a_name_beside_eponyms_is_still_removed(tool: TextDeidentifier) -> None:
     out, _ = tool.deidentify("Dr. Wernicke reviewed the MRI: Wernicke encephalopathy. Seen by John Marsh on "
                              "Monday for a Jefferson fracture of C1; Mary Jefferson called back.")

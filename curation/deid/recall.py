@@ -145,11 +145,13 @@ class RecallPass:
                 or t.low in self.never_names or self._clinical(t.low) or self.is_medical(t.low))
 
     def is_medical(self, low: str) -> bool:
-        """A word of the medical vocabulary (medical.py) that no census list holds as a name, or one of the
-        policy's medical terms: never a name or a place, wherever it stands."""
+        """A word of the medical vocabulary (medical.py) that no census list holds as a name, one of the policy's
+        medical terms, or the adjective of a vocabulary noun ("vasculitic", "embolic"): never a name or a place,
+        wherever it stands."""
         m = self.medical
         return m is not None and low not in self.lexicon.stop_words and low not in self.cues and (
-            low in m.terms or (low in m.words and not self.lexicon.is_name(low)))
+            low in m.terms or (low in m.words and not self.lexicon.is_name(low))
+            or any(n in m.words for n in _nouns_of(low)))
 
     def _mark(self, text: str, toks: list[Tok]) -> None:
         """Eponyms where they name a disease or a structure; medical words, and the vocabulary's words that are also
@@ -308,14 +310,20 @@ class RecallPass:
                 and not self._stop(t) and self._zipf(t) < self.capital_first_name_zipf \
                 and not any(o is not None and o.upper for o in (prev, nxt)):
             names.add(i)  # a first name in capitals alone among lower-case words: "LUCY at bedside"
-        modality = prev is not None and prev.text == "MR" and (t.medical or t.low in self.safe)
+        # a title stands right before its name ("Dr. X", "Dr X", "Dr: X"); "(MS); Lyme disease" has none
+        between = text[prev.end:t.start].strip() if prev is not None else ""
+        titled = prev is not None and between in ("", ".", ":")
+        # "MR images", "MR Angiography", "MR showing", "MRS demonstrates", "MR: Left ...": the modality (and MR
+        # spectroscopy), not a title: a name after a title is capitalised where the text is in mixed case
+        modality = prev is not None and prev.text in ("MR", "MRS") and (
+            t.medical or t.low in self.safe or (mixed and t.text.islower()) or between != "")
         if modality:
-            pass  # "MR images", "MR - FLAIR", "MR Angiography": the modality, not a title
-        elif prev is not None and prev.low in self.abbreviated_titles and t.alpha and (
+            pass
+        elif prev is not None and titled and prev.low in self.abbreviated_titles and t.alpha and (
                 t.title or t.upper or t.letter or not (
                     t.low in self.lexicon.stop_words or t.low in self.never_names or t.eponym)):
             names.add(i)  # "Dr. X" for any X: "Dr. Church", "dr gray", "dr foley"; not "dr will see"
-        elif prev is not None and prev.low in self.strong_titles and t.alpha and (
+        elif prev is not None and titled and prev.low in self.strong_titles and t.alpha and (
                 not self._stop(t) or t.title or t.upper or t.letter):
             names.add(i)  # "Dr Will Cole", "Dr B Muse"
         elif prev is not None and prev.low in self.relatives and mixed and t.title \
@@ -448,3 +456,16 @@ def _tokens(text: str) -> list[Tok]:
                        line, initial))
         last = m.end()
     return out
+
+
+# the adjective of a disease noun: "vasculitic" of vasculitis, "thrombotic" of thrombosis, "embolic" of embolism
+_ADJECTIVE_ENDINGS = (("itic", ("itis",)), ("otic", ("osis",)), ("ytic", ("ysis",)), ("emic", ("emia", "aemia")),
+                      ("olic", ("olism", "olus")))
+
+
+def _nouns_of(low: str) -> list[str]:
+    """The nouns ``low`` may be the adjective of (none unless it has one of the endings, six letters or more)."""
+    if len(low) < 6:
+        return []
+    return [low[:-len(adj)] + noun for adj, nouns in _ADJECTIVE_ENDINGS if low.endswith(adj) for noun in nouns]
+

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from curation.errors import ParamsError
 from curation.figure_kinds import caption_kind, figure_kind
 from curation.generate.engine import Engine, Skip
 from curation.generate.teaching import caption_score, sideless, teaching_facts, visible_sentences
@@ -325,6 +326,12 @@ def test_figures_under_one_caption_are_asked_together() -> None:
      "Small cystic lesion in the medial left temporal lobe with signal that follows CSF on all sequences.", None),
     ("T1: well defined water signal lesion in the inferior left frontal lobe.",
      "Small cystic lesion in the inferior left frontal lobe; a second one in the left temporal lobe.", "frontal lobe"),
+    # the case joins the lobe and its neighbour in one word: a lesion across both, either a fair answer
+    ("T1C: ring-enhancing cystic lesion in the left parietal lobe.",
+     "Ring-enhancing lesion in the left frontoparietal region with surrounding oedema.", None),
+    ("T1C: ring-enhancing cystic lesion in the left parietal lobe.",
+     "Ring-enhancing lesion in the left parietal lobe; old infarct in the right temporo-occipital cortex.",
+     "parietal lobe"),
 ])
 def test_a_structure_is_asked_only_where_neither_the_caption_nor_the_report_disputes_it(
         caption: str, findings: str, want: str | None) -> None:
@@ -450,16 +457,29 @@ def test_an_answer_the_caption_doubts_is_no_key(caption: str, made: bool) -> Non
     assert ("key_caption_first" in f) == made
 
 
-@pytest.mark.parametrize(("caption", "plain"), [
-    ("Periventricular lesions typical of multiple sclerosis.", True),
-    ("This may represent multiple sclerosis.", False),  # a guess
+@pytest.mark.parametrize(("caption", "dx", "plain"), [
+    ("Periventricular lesions typical of multiple sclerosis.", "Multiple sclerosis", True),
+    ("This may represent multiple sclerosis.", "Multiple sclerosis", False),  # a guess
     ("This may represent a variety of lesions: hypertensive small vessel ischemia; multiple sclerosis (MS); etc.",
-     False),  # a differential, not a reading of the image as one disease
+     "Multiple sclerosis", False),  # a differential, not a reading of the image as one disease
+    # a name of a group the disease shares with its mimics (an amyloid or a cavernoma bleed is a haemorrhagic stroke)
+    ("Increased attenuation in the right basal ganglia is consistent with hemorrhagic stroke.",
+     "Hypertensive intracerebral haemorrhage", False),
+    ("Right putaminal bleed, consistent with a hypertensive hemorrhage.", "Hypertensive intracerebral haemorrhage",
+     True),
 ])
-def test_a_caption_reads_the_image_as_a_diagnosis_only_when_it_names_it_plainly(caption: str, plain: bool) -> None:
+def test_a_caption_reads_the_image_as_a_diagnosis_only_when_it_names_it_plainly(caption: str, dx: str,
+                                                                                 plain: bool) -> None:
     from curation.generate.teaching import _names_plainly
 
-    assert _names_plainly(caption, "Multiple sclerosis", Diagnoses(DIAGNOSES)) == plain
+    assert _names_plainly(caption, dx, Diagnoses(DIAGNOSES)) == plain
+
+
+def test_a_broad_name_must_be_one_of_the_diagnosis_names(tmp_path: Path) -> None:
+    table = tmp_path / "diagnoses.yaml"
+    table.write_text("diagnoses:\n  Stroke A: {aka: [infarct], broad: [stroke], site: intra-axial, mimics: []}\n")
+    with pytest.raises(ParamsError, match="broad names"):
+        Diagnoses(table)
 
 
 def test_a_reference_keeps_a_finding_said_beside_what_it_lacks() -> None:

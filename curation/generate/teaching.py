@@ -44,6 +44,8 @@ MAX_SAME_KEY = 2
 # a diagnosis is the key of at most three choice items (on the 77 MedPix dev cases the commonest-answer guesser
 # then scores 0.04 over chance on the diagnosis template)
 MAX_SAME_DX = 3
+# where a case's report puts its abnormalities (one structure a sentence), and the lobes it joins in one word
+Reported = tuple[set[str | None], frozenset[str]]
 # the compartments a compartment item offers, all five on every item (the key is the diagnosis table's site)
 COMPARTMENTS = {"intra-axial": "Intra-axial (brain parenchyma)",
                 "extra-axial": "Extra-axial (meninges, CSF spaces)",
@@ -375,12 +377,14 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     described: list[tuple[list[Figure], str]] = []  # the figures whose side may be asked, with their description
     # where the case's report puts its abnormalities: read once, for the structure the figures' captions give
     reported = {dx_table.structure(x) for x in _abnormal_sentences(case.sections.get("findings", ""))}
+    # and the lobes it or a caption joins in one word ("left frontoparietal"): a finding that spans two
+    reported_spanning = _spanned(" ".join([case.sections.get("findings", ""), *(g.caption for g in case.figures)]))
     if shown:
-        other = _key_figure_facts(f, shown, dx_table, asked, reported)
+        other = _key_figure_facts(f, shown, dx_table, asked, (reported, reported_spanning))
         described += [([g], own_sentences(g)) for g in (shown[0], other) if g is not None]
     group = _caption_group(usable, case, dx_table, deciding)
     if group:
-        _group_facts(f, group, dx_table, asked, reported)
+        _group_facts(f, group, dx_table, asked, (reported, reported_spanning))
         described.append((group, f["group_caption"]))
     _side_facts(f, described, case, dx_table, asked)
     # (the key figure, else, or where only they show a kind that tells the disease, the figures of one caption)
@@ -451,14 +455,16 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
 
 
 def _names_plainly(caption: str, dx: str, dx_table: Diagnoses) -> bool:
-    """Whether the caption names ``dx`` as what the image shows: by name, without doubt ("may represent multiple
-    sclerosis" is a guess), and as the one diagnosis it names (a caption that lists "small vessel ischaemia; multiple
+    """Whether the caption names ``dx`` as what the image shows: by one of its own names, not by a group's
+    ("hemorrhagic stroke" for a hypertensive haemorrhage), without doubt ("may represent multiple sclerosis" is a
+    guess), and as the one diagnosis it names (a caption that lists "small vessel ischaemia; multiple
     sclerosis; ..." weighs a differential, it does not read the image as one disease)."""
     named = {n for clause in re.split(r"[.;:,]|\bor\b|\bvs\b", caption) if (n := dx_table.name(clause))}
     if dx_table.name(caption) != dx or named != {dx}:
         return False
     entry = dx_table.entry(dx)
-    names = sorted({dx, *(entry.aka if entry else [])}, key=len, reverse=True)
+    broad = {fold(b) for b in (entry.broad if entry else [])}
+    names = sorted({n for n in [dx, *(entry.aka if entry else [])] if fold(n) not in broad}, key=len, reverse=True)
     said = Context.default().mentions(caption, re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b", re.I))
     return any(not (a["negated"] or a["hedged"]) for _, a in said)
 
@@ -529,7 +535,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
 
 
 def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnoses,
-                      asked: Counter[str], reported: set[str | None]) -> Figure | None:
+                      asked: Counter[str], reported: Reported) -> Figure | None:
     """The figure whose own caption describes it best (a finding item), a second one with its own description
     (returned, or None), and the structure the caption puts the finding in."""
     key = shown[0]
@@ -628,20 +634,32 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], ca
 _EXTENDS = re.compile(r"\b(?:extend\w*|extension|spread\w*|into|involv\w*)\b")
 
 
-def _structure_disputed(where: str, sentence: str, reported: set[str | None], dx_table: Diagnoses) -> bool:
+def _structure_disputed(where: str, sentence: str, reported: Reported, dx_table: Diagnoses) -> bool:
     """Whether a structure key is open to dispute: its sentence extends the finding into a neighbouring structure,
-    or the case's own report puts its abnormalities in a neighbour and never in ``where`` (a caption's "inferior
-    left frontal lobe" where the findings say "medial left temporal lobe": a reader may take either)."""
+    the case's own report puts its abnormalities in a neighbour and never in ``where`` (a caption's "inferior
+    left frontal lobe" where the findings say "medial left temporal lobe": a reader may take either), or the case
+    joins ``where`` and a neighbour in one word ("parietal" where the case says "frontoparietal")."""
+    structures, spanning = reported
     near = set(dx_table.near(where))
     tail = fold(sentence)
     m = _EXTENDS.search(tail)
     if m and dx_table.mentioned(tail[m.end():]) & near:
         return True
-    return where not in reported and bool(reported & near)
+    return where in spanning or (where not in structures and bool(structures & near))
+
+
+# two lobes written as one word: "frontoparietal", "parieto-occipital", "temporo parietal"
+_SPANNING = re.compile(r"\b(fronto|parieto|temporo|occipito) ?(frontal|parietal|temporal|occipital)\b")
+_LOBE = {"fronto": "frontal", "parieto": "parietal", "temporo": "temporal", "occipito": "occipital"}
+
+
+def _spanned(text: str) -> frozenset[str]:
+    """The lobes ``text`` joins in one word, by their structure names ("frontal lobe", "parietal lobe")."""
+    return frozenset(f"{lobe} lobe" for m in _SPANNING.finditer(fold(text)) for lobe in (_LOBE[m.group(1)], m.group(2)))
 
 
 def _structure_facts(f: dict[str, Any], described: str, caption: str, figs: list[Figure], dx_table: Diagnoses,
-                     asked: Counter[str], reported: set[str | None]) -> None:
+                     asked: Counter[str], reported: Reported) -> None:
     """The structure a description puts its principal finding in, asked of the figures it describes, against the
     structures next to it; none where the description or the case's report leaves it open to dispute."""
     found = _abnormal_sentences(described)
@@ -683,7 +701,7 @@ def _caption_group(usable: list[Figure], case: Case, dx_table: Diagnoses, decidi
 
 
 def _group_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses, asked: Counter[str],
-                 reported: set[str | None]) -> None:
+                 reported: Reported) -> None:
     """The findings of a caption group, asked of all its figures; its structure where no key figure gave one."""
     described = as_seen(visible_sentences(figs[0].caption, {g.kind or "" for g in figs}), figs)
     f["image"]["group_figures"] = [_evidence(g) for g in figs]

@@ -34,6 +34,10 @@ class DiagnosisEntry(BaseModel):
     # the image kinds (curation/figure_kinds.yaml) that show what tells it from its mimics (an enhancing tumour: a
     # post-contrast image; an epidermoid: diffusion): a diagnosis item shows one of them first where the case has one
     shown_by: list[str] = []
+    # aliases that a report uses for it but that name a wider group its mimics share ("intracerebral haemorrhage"
+    # for a hypertensive one, "stroke" for an ischaemic one): they map a case to it, but a caption that names it
+    # only by one of them has not read it from the image
+    broad: list[str] = []
 
 
 class StructureEntry(BaseModel):
@@ -91,6 +95,9 @@ class Diagnoses:
             if set(entry.shown_by) - kinds:
                 raise ParamsError(f"{name}: shown_by {sorted(set(entry.shown_by) - kinds)} are not image kinds of "
                                   "curation/figure_kinds.yaml", path)
+            if {fold(b) for b in entry.broad} - {fold(a) for a in entry.aka}:
+                raise ParamsError(f"{name}: broad names {sorted(set(entry.broad) - set(entry.aka))} are not among "
+                                  "its aka", path)
             for m in entry.mimics:
                 if self.names.get(fold(m)) == name:
                     raise ParamsError(f"{name}: mimic {m!r} is another name of it", path)

@@ -44,6 +44,9 @@ MAX_SAME_KEY = 2
 # a diagnosis is the key of at most three choice items (on the 77 MedPix dev cases the commonest-answer guesser
 # then scores 0.04 over chance on the diagnosis template)
 MAX_SAME_DX = 3
+# and of one image-only item: that template is small (a dozen items on 77 cases), and a diagnosis keyed there twice
+# is what its majority-answer guesser picks (0.17 over chance with two strokes and two hydrocephalus cases)
+MAX_SAME_DIRECT = 1
 # where a case's report puts its abnormalities (one structure a sentence), and the lobes it joins in one word
 Reported = tuple[set[str | None], frozenset[str]]
 # the compartments a compartment item offers, all five on every item (the key is the diagnosis table's site)
@@ -66,7 +69,7 @@ _ORDINAL = ("first", "second", "third")
 # how far the sequence asked most may lead the least asked common one (in keys): enough that a case whose only
 # sequence is a common one still gets its item, little enough that the key stays a guess; the blind gate's
 # majority-answer guesser checks what is left
-MAX_SEQUENCE_LEAD = 4
+MAX_SEQUENCE_LEAD = 3
 
 
 def teaching_case(case: Case) -> bool:
@@ -446,7 +449,8 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
     # would otherwise be the answer a guesser picks wherever it is offered
     if dx_asked[dx] < MAX_SAME_DX:
         dx_asked[dx] += 1
-        f["dx_direct" if entry.direct and not told else "dx_with_history"] = dx
+        direct = entry.direct and not told and dx_asked[f"direct:{dx}"] < MAX_SAME_DIRECT
+        f["dx_direct" if direct else "dx_with_history"] = dx
         if told:  # the history names it: no item may tell that history with it
             f.pop("dx_with_history", None)
             f["dx_told"] = True
@@ -486,7 +490,8 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
     graded against."""
     fig = shown[0] if shown else scored[0]
     naming = next((g for g in scored if dx and _names_plainly(g.caption, dx, dx_table)), None)
-    if naming is not None and "dx_with_history" in f and not f.get("dx_told"):
+    if naming is not None and "dx_with_history" in f and not f.get("dx_told") \
+            and asked[f"direct:{dx}"] < MAX_SAME_DIRECT:
         # the caption says this image shows the disease: its author reads it from the image alone
         fig = naming
         f["dx_direct"] = f.pop("dx_with_history")
@@ -510,6 +515,8 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
             asked[dx] -= 1  # the slot a diagnosis key takes (MAX_SAME_DX) goes to a case that can show it
     else:
         f["image"]["dx_figures"] = [_evidence(g) for g in figs]
+        if "dx_direct" in f:
+            asked[f"direct:{dx}"] += 1
     for g in figs:
         _note_dims(f, g, dx_table)
     f["dx_image_count"] = ("one image", "two images", "three images")[len(figs) - 1]
@@ -664,13 +671,19 @@ def _structure_facts(f: dict[str, Any], described: str, caption: str, figs: list
     structures next to it; none where the description or the case's report leaves it open to dispute."""
     found = _abnormal_sentences(described)
     where = dx_table.structure(found[0]) if found else None
-    if where is None or _structure_disputed(where, found[0], reported, dx_table):
+    # (nor where de-identification left a placeholder in it: no item can be made, and the key would count)
+    if where is None or _structure_disputed(where, found[0], reported, dx_table) or deid_artefacts(described):
         return
     # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
     # right answer, never a wrong option
     named = dx_table.mentioned(caption)
     near = [n for n in dx_table.near(where) if n not in named]
-    if len(near) >= 3 and asked[f"structure:{where}"] < MAX_SAME_KEY:  # keys spread, as diagnoses'
+    # keys spread, as diagnoses'; and a key asked again is offered beside another option asked as often (the
+    # template has a dozen items on 77 cases: a key asked twice among options never asked was the majority-answer
+    # guesser's pick, 0.17 over chance)
+    prior = asked[f"structure:{where}"]
+    if len(near) >= 3 and prior < MAX_SAME_KEY and (prior == 0 or any(asked[f"structure:{n}"] >= prior
+                                                                        for n in near)):
         asked[f"structure:{where}"] += 1
         f["structure"] = where
         f["structure_options"] = near

@@ -249,7 +249,7 @@ def test_a_diagnosis_is_asked_only_of_images_that_can_tell_it() -> None:
 def test_an_open_diagnosis_item_weighs_the_cases_own_differential(tmp_path: Path) -> None:
     """Where the case's author weighed the diagnosis against others, the reasoning and two-sequence items ask what
     else the reader would consider and list those in the reference; without a differential they ask the diagnosis
-    alone."""
+    alone. Either way the reference says the leading diagnosis is what is graded."""
     t2 = ("T2", "T2 weighted image: heterogeneous hyperintense mass with oedema in the left frontal lobe.")
     t1c = ("T1C", "T1 weighted image after gadolinium: irregular ring-enhancing mass in the left frontal lobe.")
     engine = Engine(GenerateParams(templates_dir=str(ROOT / "templates" / "questions"),
@@ -265,9 +265,11 @@ def test_an_open_diagnosis_item_weighs_the_cases_own_differential(tmp_path: Path
     for template in ("teaching_rationale", "teaching_two_sequences"):
         assert "consider" not in plain[template].question and "consider" not in plain[template].reference_answer
         assert "What else would you consider" in weighed[template].question.replace("what else", "What else")
-        assert weighed[template].reference_answer.endswith(
-            "Also to consider: Metastasis, Lymphoma.")  # as the case named them
+        assert "The case's own differential: Metastasis, Lymphoma." in weighed[template].reference_answer  # as named
         assert weighed[template].answer == plain[template].answer  # the key is the case's diagnosis still
+        # an open diagnosis is graded on its leading diagnosis; a differential the images leave open is no error
+        for item in (plain[template], weighed[template]):
+            assert (item.reference_answer or "").endswith("the leading diagnosis is what is graded.")
 
 
 @pytest.mark.parametrize(("written", "want"), [

@@ -390,9 +390,12 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         _group_facts(f, group, dx_table, asked, (reported, reported_spanning))
         described.append((group, f["group_caption"]))
     _side_facts(f, described, case, dx_table, asked)
-    # (the key figure, else, or where only they show a kind that tells the disease, the figures of one caption)
+    # (the key figure, else, or where only they show a kind that tells the disease, the figures of one caption,
+    # where all that caption describes is shown: a consult's reference graded a montage's axial T2 and fat-saturated
+    # T1 that its four images did not include, a clinical read)
     tells = bool(shown) and (not deciding or shown[0].kind in deciding)
-    _consult_facts(f, [shown[0]] if shown and (tells or not group) else group, deciding)
+    whole = bool(group) and len(group) == sum(fold(g.caption) == fold(group[0].caption) for g in case.figures)
+    _consult_facts(f, [shown[0]] if shown and (tells or not group) else group if whole else [], deciding)
     pair = _pair(scored, case, deciding)
     if pair is not None and deciding and not {pair[0].kind, pair[1].kind} & deciding:
         _withhold(f, "pair_reference")

@@ -491,7 +491,8 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
                             asked: Counter[str]) -> None:
     """The figures a diagnosis item shows (up to three, one of each sequence first) and the reference its answer is
     graded against."""
-    fig = shown[0] if shown else scored[0]
+    # (of figures a series caption describes alike, one of a kind that tells the disease from its mimics first)
+    fig = shown[0] if shown else min(scored, key=lambda g: (-caption_score(g.caption), g.kind not in deciding))
     naming = next((g for g in scored if dx and _names_plainly(g.caption, dx, dx_table)), None)
     if naming is not None and "dx_with_history" in f and not f.get("dx_told") \
             and asked[f"direct:{dx}"] < MAX_SAME_DIRECT:
@@ -511,7 +512,9 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
     kinds = sorted(more, key=lambda g: (g.kind not in deciding, g not in shown))
     figs = [fig, *[g for g in kinds if g.kind != fig.kind]]
     figs = [g for n, g in enumerate(figs) if g.kind not in {h.kind for h in figs[:n]}][:3]
-    figs += [g for g in more if g not in figs][:3 - len(figs)]
+    # (and the slices that fill the three, of that kind first: a second post-contrast slice of a haemangioblastoma
+    # shows its nodule where a second pre-contrast one does not, a clinical read)
+    figs += sorted((g for g in more if g not in figs), key=lambda g: g.kind not in deciding)[:3 - len(figs)]
     if deciding and not {g.kind for g in figs} & deciding:
         _withhold(f, "image.dx_figures")
         if dx and ("dx_direct" in f or "dx_with_history" in f):

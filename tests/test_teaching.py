@@ -655,3 +655,40 @@ def test_no_option_is_the_key_or_another_option_in_more_words() -> None:
     assert _distinct(options, "Neurofibromatosis type 1") == ["Isolated optic pathway glioma",
                                                               "Neurofibromatosis type 2"]
     assert _distinct(["Optic pathway glioma", "Meningioma"], "Isolated optic pathway glioma") == ["Meningioma"]
+
+
+@pytest.mark.parametrize(("deficit", "made"), [
+    ({"label": "weakness", "side": "right", "kind": "contralateral", "hemisphere": "left"}, True),
+    ({"label": "aphasia", "side": None, "kind": "dominant", "hemisphere": "left"}, True),
+    # a deficit on the lesion's own side is not explained by it: no item says that it is
+    ({"label": "weakness", "side": "left", "kind": "contralateral", "hemisphere": "right"}, False),
+    (None, False),
+])
+def test_the_lesion_that_explains_the_deficit_is_asked_where_its_side_does(deficit: dict | None, made: bool) -> None:
+    """A figure whose description puts its finding in one hemisphere on the side the history's deficit points to
+    is asked which abnormality accounts for it, and why (a mechanism linking image and history)."""
+    t2 = ("T2", "T2 weighted image: hyperintense mass with oedema in the left frontal lobe.")
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Glioblastoma", [t2]), Diagnoses(DIAGNOSES), Counter(), deficit)
+    assert ("mechanism_figure" in f["image"]) == made
+    if made:
+        assert f["mechanism_finding"].startswith("T2 weighted image: hyperintense mass")
+        assert f["mechanism_deficit"] == deficit
+
+
+def test_a_figure_whose_side_the_case_contradicts_is_not_used() -> None:
+    """A teaching case with another patient's images: two captions put the bleed in the left basal ganglia, one
+    caption under two figures in the right (a caption under several figures counts once: two against one), so the
+    figures of the side the others contradict are left out; on a tie, the side the history's deficit points to wins,
+    and without one no figure naming a side is used."""
+    left_a = ("FLAIR", "Appearance of left basal ganglia hemorrhage on axial FLAIR.")
+    left_b = ("CT", "Focal high density in the region of the left basal ganglia with mass effect.")
+    right = ("CT", "Increased attenuation in the right basal ganglia is consistent with hemorrhage.")
+    d = Diagnoses(DIAGNOSES)
+    case = _figures("Hypertensive intracerebral haemorrhage", [left_a, left_b, right, right])
+    from curation.generate.teaching import _agreeing
+
+    assert [g.figure_id for g in _agreeing(case.figures, case, d, None)] == ["f01", "f02"]
+    case = _figures("Hypertensive intracerebral haemorrhage", [left_a, right, right])  # one caption each: a tie
+    assert [g.figure_id for g in _agreeing(case.figures, case, d, "left")] == ["f01"]
+    assert [g.figure_id for g in _agreeing(case.figures, case, d, None)] == []

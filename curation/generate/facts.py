@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from curation.generate.finding_facts import figure_facts, finding_facts
+from curation.generate.finding_facts import figure_facts, finding_facts, history_deficit
 from curation.generate.presentation import clinical_context
 from curation.generate.teaching import teaching_case, teaching_facts
 from curation.generate.values import age_phrase, fmt, num
@@ -35,7 +35,7 @@ IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequen
                "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "dx_figure",
                "pair_first", "pair_second", "kind_figure", "other_figure", "dx_figures",
                "compartment_figures", "baseline_change", "followup_change", "consult_figures", "group_figures",
-               "structure_figures", "side_figures")
+               "structure_figures", "side_figures", "mechanism_figure")
 
 
 class LesionFacts(BaseModel):
@@ -65,6 +65,7 @@ class DeficitFacts(BaseModel):
     label: str
     side: str | None = None
     kind: str
+    hemisphere: str | None = None  # the one it points to (finding_facts.history_deficit)
 
 
 class Facts(BaseModel):
@@ -153,6 +154,9 @@ class Facts(BaseModel):
     kind_options: list[str] | None = None
     compartment: str | None = None
     compartment_options: list[str] | None = None
+    mechanism_finding: str | None = None  # the lesion that explains the presenting deficit (teaching._mechanism_facts)
+    mechanism_caption: str | None = None
+    mechanism_deficit: DeficitFacts | None = None
     # fact -> why it was withheld although the case has it (a table's volume the image contradicts: visit_facts);
     # a template that requires it is skipped with that reason
     refused: dict[str, str] | None = None
@@ -169,7 +173,7 @@ def known_fact(dotted: str) -> bool:
     if not rest:
         return True
     nested: type[BaseModel] | None = {"lesion": LesionFacts, "mask_lesion": MaskLesionFacts,
-                                      "deficit": DeficitFacts}.get(head)
+                                      "deficit": DeficitFacts, "mechanism_deficit": DeficitFacts}.get(head)
     return nested is not None and rest in nested.model_fields
 
 
@@ -192,7 +196,8 @@ def fact_sets(case: Case, knowledge: dict[str, Any], diagnoses: Diagnoses | None
         if case.diagnosis.primary:
             f["dx"] = case.diagnosis.primary
         if diagnoses is not None and teaching_case(case):
-            teaching_facts(f, case, diagnoses, Counter() if kinds_asked is None else kinds_asked)
+            teaching_facts(f, case, diagnoses, Counter() if kinds_asked is None else kinds_asked,
+                           history_deficit(case, knowledge))
         elif case.source == "case-reports" and case.figures:
             # a journal article none of whose figures says what one image is (panels not cut, a caption of several
             # images): which image shows the finding its text names is unknown, and items keyed from the text on

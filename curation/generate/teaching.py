@@ -204,6 +204,64 @@ def _usable(fig: Figure, site: str | None) -> bool:
     return not (SPINE.search(where) and site != "spine")
 
 
+def _agreeing(figs: list[Figure], case: Case, dx_table: Diagnoses, history_side: str | None) -> list[Figure]:
+    """``figs`` less those whose caption puts the principal finding in a structure on the side that the case's other
+    figures contradict ("right basal ganglia" under two figures, "left basal ganglia" under two: a teaching case
+    with another patient's images, a clinical read found). The side most figures name wins; on a tie, the one the
+    report's findings name, else the one the history's deficits point to; else no figure naming a side is used.
+    Every figure of the case votes, a caption written under several once."""
+
+    def placed(caption: str) -> tuple[str, str] | None:
+        sentence = _finding_sentence(caption)
+        if _INCIDENTAL.search(sentence):
+            return None  # an old or second finding on the other side is no contradiction
+        left, right = bool(_LEFT.search(sentence)), bool(_RIGHT.search(sentence))
+        where = dx_table.structure(sentence)
+        return (where, "left" if left else "right") if where and left != right else None
+
+    said = {fold(g.caption): p for g in case.figures if (p := placed(g.caption))}
+    drop: set[str] = set()
+    for where in {w for w, _ in said.values()}:
+        votes = Counter(side for w, side in said.values() if w == where)
+        if len(votes) < 2:
+            continue
+        (a, na), (b, nb) = votes.most_common(2)
+        reported = {side for x in _abnormal_sentences(case.sections.get("findings", ""))
+                    if dx_table.structure(x) == where
+                    for side, rx in (("left", _LEFT), ("right", _RIGHT)) if rx.search(x)}
+        keep = a if na > nb else (next(iter(reported)) if len(reported) == 1 else history_side)
+        drop |= {c for c, (w, side) in said.items() if w == where and side != keep}
+    return [g for g in figs if fold(g.caption) not in drop]
+
+
+# structures of one hemisphere, a one-sided lesion of which gives deficits on the body's other side (not the
+# cerebellum's, which are on its own side, nor the brainstem's, which cross within it)
+HEMISPHERIC = frozenset({"frontal lobe", "parietal lobe", "temporal lobe", "occipital lobe", "insula", "basal ganglia",
+                         "thalamus", "internal capsule", "periventricular white matter", "hippocampus"})
+
+
+def _mechanism_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses, deficit: dict[str, Any]) -> None:
+    """The lesion that accounts for the presenting deficit: the first axial or coronal figure (described on its own
+    first) whose description puts its principal finding in one hemisphere's structure on the side the deficit
+    points to (right-sided weakness, or aphasia: the left), asked with the history, graded against that description
+    and the side's reason."""
+    for g in figs:
+        text = own_sentences(g)
+        sentence = _finding_sentence(text)
+        left, right = bool(_LEFT.search(sentence)), bool(_RIGHT.search(sentence))
+        where = dx_table.structure(sentence)
+        if g.plane not in ("axial", "coronal") or where not in HEMISPHERIC or left == right \
+                or ("left" if left else "right") != deficit["hemisphere"] or not affirmed(sentence) \
+                or deid_artefacts(text):
+            continue
+        f["image"]["mechanism_figure"] = _evidence(g)
+        _note_dims(f, g, dx_table)
+        f["mechanism_finding"] = clip(sentence, 300)
+        f["mechanism_caption"] = clip(text, 600)
+        f["mechanism_deficit"] = deficit
+        return
+
+
 def _label_agrees(fig: Figure) -> bool:
     """Whether what the caption calls the image agrees with the source's label: a caption that says "CT" under a
     figure labelled T1 MRI (or "T2" under T1 with gadolinium) means one of them is wrong, and neither is told."""
@@ -352,16 +410,20 @@ def _evidence(fig: Figure) -> dict[str, Any]:
                     plane=fig.plane or "figure").model_dump()
 
 
-def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Counter[str]) -> None:
+def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Counter[str],
+                   deficit: dict[str, Any] | None = None) -> None:
     """Fill ``f`` (a fact set of a figure case) with what its figures and its report give. ``asked``: how often
-    each sequence and each diagnosis was a key in the cases before this one (updated here), so keys spread."""
+    each sequence and each diagnosis was a key in the cases before this one (updated here), so keys spread;
+    ``deficit``: the presentation's lateralising deficit and the hemisphere it points to, if any
+    (``finding_facts.history_deficit``)."""
     dx = dx_table.name(case.diagnosis.primary) or dx_table.name(case.title)
     entry = dx_table.entry(dx)
     site = entry.site if entry else None
     if dx and entry:
         _diagnosis_facts(f, case, dx_table, dx, entry, asked)
     deciding = set(entry.shown_by) if entry else set()
-    usable = [fig for fig in case.figures if _usable(fig, site)]
+    usable = _agreeing([fig for fig in case.figures if _usable(fig, site)], case, dx_table,
+                       deficit["hemisphere"] if deficit else None)
     scored = [fig for _, _, fig in sorted(((caption_score(fig.caption), -n, fig) for n, fig in enumerate(usable)),
                                           key=lambda x: (x[0], x[1]), reverse=True)
               if _describes(fig.caption, dx_table)]
@@ -403,6 +465,8 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     if pair is not None:
         _pair_facts(f, *pair, dx_table)
     _sequence_facts(f, case, [*(shown[:2]), *(pair or ())], asked)
+    if deficit is not None:
+        _mechanism_facts(f, [*shown, *(g for g in scored if g not in shown)], dx_table, deficit)
 
 
 # why a diagnosis item is not made where the case has its diagnosis: none of the images it would show is of a kind

@@ -366,6 +366,9 @@ def test_a_structure_is_asked_only_where_neither_the_caption_nor_the_report_disp
     ("T2 weighted image: rounded hyperintense mass in the anterior third ventricle.", "axial", "On the midline"),
     # the side of an extension is not where the finding lies
     ("T2 weighted image: abnormal signal in the interpeduncular cistern, extending toward the right.", "axial", None),
+    # nor a second place's side: the first place named has none ("Left" here failed two clinical reads)
+    ("T2 weighted image: expansile hyperintense mass of the clivus and a portion of the left petrous bone.", "axial",
+     None),
     # two sides named, neither as the finding's one side: no key
     ("T2 weighted image: hyperintense oedema in the right temporal lobe and insula, right worse than left.", "axial",
      None),

@@ -675,6 +675,9 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], ca
         sentence = _supporting_sentence(text)
         if _SIDE_OF_EXTENSION.search(sentence):
             continue  # "in the interpeduncular cistern, extending toward the right": the side of a part
+        placed = dx_table.structure_at(sentence)
+        if placed and not _SIDE_FOLDED.search(placed[1]) and _SIDE_FOLDED.search(fold(sentence)[len(placed[1]):]):
+            continue  # "widening of the occipital bone and a portion of the left petrous bone": a second place's
         left, right, both = (bool(x.search(sentence)) for x in (_LEFT, _RIGHT, _BOTH))
         where = dx_table.structure(sentence)
         if where and dx_table.midline(where):
@@ -706,6 +709,7 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], ca
     f["image"]["side_figures"] = [_evidence(g) for g in figs]
 
 
+_SIDE_FOLDED = re.compile(r"\b(?:left|right)\b")
 # a sentence that takes its finding on into a second structure ("occipital lobe with extension into the posterior
 # temporal lobe"): the finding spans both
 _EXTENDS = re.compile(r"\b(?:extend\w*|extension|spread\w*|into|involv\w*)\b")

@@ -147,10 +147,16 @@ class Diagnoses:
     def structure(self, text: str) -> str | None:
         """The structure a finding lies in, by the first "in the ..." of ``text`` that names one (``text`` already
         one sentence that describes an abnormality)."""
+        found = self.structure_at(text)
+        return found[0] if found else None
+
+    def structure_at(self, text: str) -> tuple[str, str] | None:
+        """The structure ``structure`` reads, with the words of ``fold(text)`` up to and including its naming
+        ("widening of the diploic space of the occipital"): what a side must be said within to be its side."""
         t = fold(text)
         for m in self._site.finditer(t):
             if not self._acts_on.search(t[max(0, m.start() - 40):m.start()]):
-                return self.structure_names[m.group(1)]
+                return self.structure_names[m.group(1)], t[:m.end()]
         return None
 
     def mentioned(self, text: str) -> set[str]:

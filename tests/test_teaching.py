@@ -695,3 +695,12 @@ def test_a_figure_whose_side_the_case_contradicts_is_not_used() -> None:
     case = _figures("Hypertensive intracerebral haemorrhage", [left_a, right, right])  # one caption each: a tie
     assert [g.figure_id for g in _agreeing(case.figures, case, d, "left")] == ["f01"]
     assert [g.figure_id for g in _agreeing(case.figures, case, d, None)] == []
+
+
+def test_a_ct_with_intravenous_contrast_is_named_so() -> None:
+    """A caption's "CT performed with intravenous contrast" names a post-contrast CT: under a figure labelled so it
+    agrees with its label (it did not, and a haemorrhage's one acute image was left out of every item)."""
+    from curation.figure_kinds import kinds_named
+
+    assert "CTC" in kinds_named("Axial CT performed with intravenous contrast demonstrates focal high density.")
+    assert "CTC" not in kinds_named("Axial CT without intravenous contrast demonstrates focal high density.")

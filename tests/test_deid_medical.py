@@ -42,12 +42,30 @@ def test_medical_phrases_and_measures_are_kept(tool: TextDeidentifier, phrase: s
 
 def test_a_differential_written_as_a_list_is_kept_line_by_line(tool: TextDeidentifier) -> None:
     """NER read a real case's differential, one diagnosis a line, as one place across the lines ("Embolic
-    [LOCATION]"); each line is judged on its own, and an adjective of a disease ("vasculitic") is medical."""
+    [LOCATION]"): an adjective of a disease ("vasculitic") is medical, so the list is all medicine."""
     text = "Embolic Infarction\nThrombotic Infarction\nVasculitic Infarction"
     assert tool.deidentify(text)[0] == text
     out, _ = tool.deidentify("Differential:\nJohn Smith\nMary Jones\nPt lives in New\nYork City.")
     for phi in ("John", "Smith", "Mary", "Jones", "York"):
         assert phi not in out, (phi, out)
+
+
+@pytest.mark.parametrize(("text", "phi"), [
+    ("Jennifer\nLittle, MD", "Little"),  # a name wrapped onto the next line
+    ("MR.WHITE CALLED", "WHITE"), ("MR: SMITH", "SMITH"), ("MRS: JONES", "JONES"),
+    ("MR long is the pt's son", "long"),  # a surname in lower case after a title
+    ("DR.,SMITH", "SMITH"), ("Dr - Long", "Long"),  # punctuation between a title and its name
+    ("Later Pica called back.", "Pica"), ("PICA AT BEDSIDE WITH PT", "PICA"),  # the surname, not the artery
+])
+def test_the_modality_and_the_arteries_do_not_shelter_a_name(tool: TextDeidentifier, text: str, phi: str) -> None:
+    """"MR showing", "MRS demonstrates", "MR: Left" and "the L PICA" are medicine; a name after a title, a name wrapped
+    onto a second line and the surname Pica are still removed (a hostile review's reproducers)."""
+    out, _ = tool.deidentify(text)
+    assert phi not in out, out
+    for kept in ("Axial T2 weighted MR showing increased attenuation.", "MRS demonstrates elevation of NAA.",
+                 "MR: Left posterior parietal lesions.", "Decreased filling in the L PICA.",
+                 "multiple sclerosis (MS); Lyme disease; etc."):
+        assert tool.deidentify(kept)[0] == kept
 
 
 def test_a_name_beside_eponyms_is_still_removed(tool: TextDeidentifier) -> None:

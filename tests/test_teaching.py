@@ -249,7 +249,7 @@ def test_a_diagnosis_is_asked_only_of_images_that_can_tell_it() -> None:
 def test_an_open_diagnosis_item_weighs_the_cases_own_differential(tmp_path: Path) -> None:
     """Where the case's author weighed the diagnosis against others, the reasoning and two-sequence items ask what
     else the reader would consider and list those in the reference; without a differential they ask the diagnosis
-    alone. Either way the reference says the leading diagnosis is what is graded."""
+    alone. Either way the reference lets a reasoned answer weigh others the images leave open."""
     t2 = ("T2", "T2 weighted image: heterogeneous hyperintense mass with oedema in the left frontal lobe.")
     t1c = ("T1C", "T1 weighted image after gadolinium: irregular ring-enhancing mass in the left frontal lobe.")
     engine = Engine(GenerateParams(templates_dir=str(ROOT / "templates" / "questions"),
@@ -269,7 +269,7 @@ def test_an_open_diagnosis_item_weighs_the_cases_own_differential(tmp_path: Path
         assert weighed[template].answer == plain[template].answer  # the key is the case's diagnosis still
         # an open diagnosis is graded on its leading diagnosis; a differential the images leave open is no error
         for item in (plain[template], weighed[template]):
-            assert (item.reference_answer or "").endswith("the leading diagnosis is what is graded.")
+            assert (item.reference_answer or "").endswith("may be weighed beside it.")
 
 
 @pytest.mark.parametrize(("written", "want"), [
@@ -660,11 +660,19 @@ def test_no_option_is_the_key_or_another_option_in_more_words() -> None:
     assert _distinct(["Optic pathway glioma", "Meningioma"], "Isolated optic pathway glioma") == ["Meningioma"]
 
 
+_MOTOR = ["frontal lobe", "parietal lobe", "internal capsule", "basal ganglia", "thalamus"]
+
+
 @pytest.mark.parametrize(("deficit", "made"), [
-    ({"label": "weakness", "side": "right", "kind": "contralateral", "hemisphere": "left"}, True),
-    ({"label": "aphasia", "side": None, "kind": "dominant", "hemisphere": "left"}, True),
+    ({"label": "weakness", "side": "right", "kind": "contralateral", "hemisphere": "left", "structures": _MOTOR}, True),
+    ({"label": "aphasia", "side": None, "kind": "dominant", "hemisphere": "left",
+      "structures": ["frontal lobe", "temporal lobe"]}, True),
     # a deficit on the lesion's own side is not explained by it: no item says that it is
-    ({"label": "weakness", "side": "left", "kind": "contralateral", "hemisphere": "right"}, False),
+    ({"label": "weakness", "side": "left", "kind": "contralateral", "hemisphere": "right", "structures": _MOTOR},
+     False),
+    # nor one its structure does not give (an occipital lesion, no hemiparesis)
+    ({"label": "weakness", "side": "right", "kind": "contralateral", "hemisphere": "left",
+      "structures": ["internal capsule"]}, False),
     (None, False),
 ])
 def test_the_lesion_that_explains_the_deficit_is_asked_where_its_side_does(deficit: dict | None, made: bool) -> None:
@@ -693,8 +701,15 @@ def test_a_figure_whose_side_the_case_contradicts_is_not_used() -> None:
 
     assert [g.figure_id for g in _agreeing(case.figures, case, d, None)] == ["f01", "f02"]
     case = _figures("Hypertensive intracerebral haemorrhage", [left_a, right, right])  # one caption each: a tie
-    assert [g.figure_id for g in _agreeing(case.figures, case, d, "left")] == ["f01"]
+    weakness = {"label": "weakness", "side": "right", "kind": "contralateral", "hemisphere": "left",
+                "structures": ["basal ganglia", "internal capsule"]}
+    assert [g.figure_id for g in _agreeing(case.figures, case, d, weakness)] == ["f01"]
     assert [g.figure_id for g in _agreeing(case.figures, case, d, None)] == []
+    # the report's side comes first; a disease the case calls bilateral is no contradiction
+    case.sections = {"findings": "Acute haemorrhage in the right basal ganglia."}
+    assert [g.figure_id for g in _agreeing(case.figures, case, d, weakness)] == ["f02", "f03"]
+    case.sections = {"findings": "Bilateral globus pallidus necrosis."}
+    assert len(_agreeing(case.figures, case, d, None)) == 3
 
 
 def test_a_ct_with_intravenous_contrast_is_named_so() -> None:

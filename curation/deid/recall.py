@@ -138,6 +138,7 @@ class RecallPass:
         self.first_name_zipf: float = cfg["first_name_zipf"]
         self.capital_first_name_zipf: float = cfg["capital_first_name_zipf"]
         self.abbreviated_titles = frozenset(w.lower() for w in cfg["words"]["abbreviated_titles"])
+        self.capital_terms = frozenset(cfg.get("capital_terms", []))
 
     # -- token predicates ----------------------------------------------------------------------------------------
     def _stop(self, t: Tok) -> bool:
@@ -164,8 +165,9 @@ class RecallPass:
         if self.medical is None:
             return
         words = self.medical.words
+        mixed = _mixed_case(text)
         for t in toks:
-            t.medical = self.is_medical(t.low)
+            t.medical = self.is_medical(t.low) or (mixed and t.text in self.capital_terms)
         for i, t in enumerate(toks):
             if t.medical or t.low not in words:
                 continue
@@ -278,9 +280,7 @@ class RecallPass:
         toks = _tokens(text)
         if not toks:
             return []
-        letters = [c for c in text if c.isalpha()]
-        upper_share = sum(c.isupper() for c in letters) / max(1, len(letters))
-        mixed = 0.03 < upper_share < 0.6
+        mixed = _mixed_case(text)
         names: set[int] = set()
         places: set[int] = set()
         self._mark(text, toks)
@@ -310,13 +310,16 @@ class RecallPass:
                 and not self._stop(t) and self._zipf(t) < self.capital_first_name_zipf \
                 and not any(o is not None and o.upper for o in (prev, nxt)):
             names.add(i)  # a first name in capitals alone among lower-case words: "LUCY at bedside"
-        # a title stands right before its name ("Dr. X", "Dr X", "Dr: X"); "(MS); Lyme disease" has none
-        between = text[prev.end:t.start].strip() if prev is not None else ""
-        titled = prev is not None and between in ("", ".", ":")
+        # a title stands before its name with punctuation at most between them ("Dr. X", "DR.,X", "Dr - X"), never
+        # across a parenthesis or a clause: "multiple sclerosis (MS); Lyme disease" has none
+        between = text[prev.end:t.start] if prev is not None else ""
+        titled = prev is not None and not re.search(r"[();]", between)
         # "MR images", "MR Angiography", "MR showing", "MRS demonstrates", "MR: Left ...": the modality (and MR
-        # spectroscopy), not a title: a name after a title is capitalised where the text is in mixed case
+        # spectroscopy), not a title: a name after a title is capitalised where the text is in mixed case ("MR
+        # showing": no census name in lower case), and after "MR:" a word as common as "Left" is none
         modality = prev is not None and prev.text in ("MR", "MRS") and (
-            t.medical or t.low in self.safe or (mixed and t.text.islower()) or between != "")
+            t.medical or t.low in self.safe or (mixed and t.text.islower() and not self.lexicon.is_name(t.low))
+            or (between.strip() == ":" and self._zipf(t) >= self.context_zipf))
         if modality:
             pass
         elif prev is not None and titled and prev.low in self.abbreviated_titles and t.alpha and (
@@ -456,6 +459,12 @@ def _tokens(text: str) -> list[Tok]:
                        line, initial))
         last = m.end()
     return out
+
+
+def _mixed_case(text: str) -> bool:
+    """Whether ``text`` is written in mixed case (not all in capitals, not all in lower case)."""
+    letters = [c for c in text if c.isalpha()]
+    return 0.03 < sum(c.isupper() for c in letters) / max(1, len(letters)) < 0.6
 
 
 # the adjective of a disease noun: "vasculitic" of vasculitis, "thrombotic" of thrombosis, "embolic" of embolism

@@ -125,7 +125,7 @@ class TextDeidentifier:
         )
         spans = []
         medical = self._medical_chars(text) if self.recall is not None else set()
-        for r in _per_line(results, text):
+        for r in results:
             tag = self.entities[r.entity_type]
             chunk = text[r.start:r.end]
             if r.entity_type == "DATE_TIME" and not self.specific.search(chunk):
@@ -284,27 +284,6 @@ class TextDeidentifier:
                 continue
             return f"{day.month}/{day.day}"
         return None
-
-
-def _per_line(results: list[Any], text: str) -> list[Any]:
-    """NER's entities, one crossing a line break cut at it: a name or a place is written on one line, and an entity
-    over a list ("Infarction\\nThrombotic Infarction\\nVasculitic Infarction") is judged line by line."""
-    from presidio_analyzer import RecognizerResult
-
-    out = []
-    for r in results:
-        chunk = text[r.start:r.end]
-        if "\n" not in chunk.strip():
-            out.append(r)
-            continue
-        at = r.start
-        for line in chunk.split("\n"):
-            if line.strip():
-                lead = len(line) - len(line.lstrip())
-                out.append(RecognizerResult(r.entity_type, at + lead, at + len(line.rstrip()), r.score,
-                                            r.analysis_explanation, r.recognition_metadata))
-            at += len(line) + 1
-    return out
 
 
 @lru_cache(maxsize=1)

@@ -66,6 +66,7 @@ class DeficitFacts(BaseModel):
     side: str | None = None
     kind: str
     hemisphere: str | None = None  # the one it points to (finding_facts.history_deficit)
+    structures: list[str] | None = None  # the structures of that hemisphere whose lesion gives it
 
 
 class Facts(BaseModel):

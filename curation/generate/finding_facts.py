@@ -55,21 +55,27 @@ def _figure_evidence(fig: Figure) -> dict[str, Any]:
     return Evidence(image=fig.renders[0].path, series_id=fig.figure_id, target="figure", plane="figure").model_dump()
 
 
+# a patient who is not right-handed: language may lie in either hemisphere
+LEFT_HANDED = re.compile(r"\bleft[- ]handed(?:ness)?\b|\bleft[- ]hand[- ]dominant\b|\bambidextr\w*", re.I)
+
+
 def history_deficit(case: Case, knowledge: dict[str, Any]) -> dict[str, Any] | None:
     """The presentation's lateralising deficit and the hemisphere it points to, where its deficits agree on one: a
     one-sided motor or sensory deficit points opposite ("side": the body's side), aphasia in a right-handed patient
     to the left; None where they point nowhere or both ways."""
     deficits = knowledge.get("deficits", {})
-    right_handed = case.patient.handedness != "L" and not re.search(r"left-handed", case.presentation, re.I)
+    right_handed = case.patient.handedness != "L" and not LEFT_HANDED.search(case.presentation)
     found: list[dict[str, Any]] = []
     for x in case.findings:
         if x.category != "finding" or not x.affirmed or x.source_field != "presentation":
             continue
+        structures = list(deficits.get("structures", {}).get(x.label, []))
         if x.label in deficits.get("contralateral", []) and x.laterality in ("left", "right"):
             found.append({"label": x.label, "side": x.laterality, "kind": "contralateral",
-                          "hemisphere": "right" if x.laterality == "left" else "left"})
+                          "hemisphere": "right" if x.laterality == "left" else "left", "structures": structures})
         elif x.label in deficits.get("dominant_hemisphere", []) and right_handed:
-            found.append({"label": x.label, "side": None, "kind": "dominant", "hemisphere": "left"})
+            found.append({"label": x.label, "side": None, "kind": "dominant", "hemisphere": "left",
+                          "structures": structures})
     if len({d["hemisphere"] for d in found}) != 1:
         return None
     return next((d for d in found if d["kind"] == "contralateral"), found[0])
@@ -117,7 +123,7 @@ def finding_facts(f: dict[str, Any], case: Case, knowledge: dict[str, Any]) -> N
                    None)
     lesion = f.get("lesion")
     if deficit is not None and lesion and lesion.get("laterality") in ("left", "right"):
-        right_handed = case.patient.handedness != "L" and not re.search(r"left-handed", case.presentation, re.I)
+        right_handed = case.patient.handedness != "L" and not LEFT_HANDED.search(case.presentation)
         kind = "contralateral" if deficit.label in deficits.get("contralateral", []) else "dominant"
         f["deficit"] = {"label": deficit.label, "side": deficit.laterality, "kind": kind}
         if kind == "contralateral":

@@ -204,17 +204,22 @@ def _usable(fig: Figure, site: str | None) -> bool:
     return not (SPINE.search(where) and site != "spine")
 
 
-def _agreeing(figs: list[Figure], case: Case, dx_table: Diagnoses, history_side: str | None) -> list[Figure]:
-    """``figs`` less those whose caption puts the principal finding in a structure on the side that the case's other
-    figures contradict ("right basal ganglia" under two figures, "left basal ganglia" under two: a teaching case
-    with another patient's images, a clinical read found). The side most figures name wins; on a tie, the one the
-    report's findings name, else the one the history's deficits point to; else no figure naming a side is used.
-    Every figure of the case votes, a caption written under several once."""
+def _agreeing(figs: list[Figure], case: Case, dx_table: Diagnoses, deficit: dict[str, Any] | None) -> list[Figure]:
+    """``figs`` less those whose caption puts the principal finding in a structure on the side that the case
+    contradicts ("right basal ganglia" under two figures, "left basal ganglia" under two: a teaching case with another
+    patient's images, a clinical read found). The side the report's findings name wins, then the one the history's
+    deficit points to (for a structure whose lesion gives it), then the one most captions name (a caption under
+    several figures counts once); else no figure naming a side is used. A case that calls its disease bilateral,
+    or a finding old or second, is no contradiction."""
+    texts = [case.sections.get("findings", ""), case.title or "", case.diagnosis.primary or "",
+             *(g.caption for g in case.figures)]
+    if any(_BILATERAL.search(t) for t in texts):
+        return figs
 
     def placed(caption: str) -> tuple[str, str] | None:
         sentence = _finding_sentence(caption)
         if _INCIDENTAL.search(sentence):
-            return None  # an old or second finding on the other side is no contradiction
+            return None
         left, right = bool(_LEFT.search(sentence)), bool(_RIGHT.search(sentence))
         where = dx_table.structure(sentence)
         return (where, "left" if left else "right") if where and left != right else None
@@ -225,34 +230,40 @@ def _agreeing(figs: list[Figure], case: Case, dx_table: Diagnoses, history_side:
         votes = Counter(side for w, side in said.values() if w == where)
         if len(votes) < 2:
             continue
-        (a, na), (b, nb) = votes.most_common(2)
         reported = {side for x in _abnormal_sentences(case.sections.get("findings", ""))
                     if dx_table.structure(x) == where
                     for side, rx in (("left", _LEFT), ("right", _RIGHT)) if rx.search(x)}
-        keep = a if na > nb else (next(iter(reported)) if len(reported) == 1 else history_side)
+        (a, na), (_, nb) = votes.most_common(2)
+        if len(reported) == 1:
+            keep: str | None = next(iter(reported))
+        elif deficit and where in (deficit.get("structures") or []):
+            keep = deficit["hemisphere"]
+        else:
+            keep = a if na > nb else None
         drop |= {c for c, (w, side) in said.items() if w == where and side != keep}
     return [g for g in figs if fold(g.caption) not in drop]
 
 
-# structures of one hemisphere, a one-sided lesion of which gives deficits on the body's other side (not the
-# cerebellum's, which are on its own side, nor the brainstem's, which cross within it)
-HEMISPHERIC = frozenset({"frontal lobe", "parietal lobe", "temporal lobe", "occipital lobe", "insula", "basal ganglia",
-                         "thalamus", "internal capsule", "periventricular white matter", "hippocampus"})
+_BILATERAL = re.compile(r"\b(?:bilateral\w*|both|symmetric\w*)\b", re.I)
 
 
 def _mechanism_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses, deficit: dict[str, Any]) -> None:
     """The lesion that accounts for the presenting deficit: the first axial or coronal figure (described on its own
-    first) whose description puts its principal finding in one hemisphere's structure on the side the deficit
-    points to (right-sided weakness, or aphasia: the left), asked with the history, graded against that description
-    and the side's reason."""
+    first) whose description puts its principal finding, on the side the deficit points to (right-sided weakness, or
+    aphasia: the left), in a structure whose lesion gives that deficit (neurology.yaml ``deficits.structures``),
+    asked with the history, graded against that description and the side's reason."""
     for g in figs:
         text = own_sentences(g)
         sentence = _finding_sentence(text)
         left, right = bool(_LEFT.search(sentence)), bool(_RIGHT.search(sentence))
-        where = dx_table.structure(sentence)
-        if g.plane not in ("axial", "coronal") or where not in HEMISPHERIC or left == right \
+        placed = dx_table.structure_at(sentence)
+        # (a structure whose lesion gives that deficit, the side its own: not an old or second lesion, an extension's
+        # side or a second place's)
+        if g.plane not in ("axial", "coronal") or placed is None or left == right \
+                or placed[0] not in (deficit.get("structures") or []) \
                 or ("left" if left else "right") != deficit["hemisphere"] or not affirmed(sentence) \
-                or deid_artefacts(text):
+                or _INCIDENTAL.search(sentence) or _SIDE_OF_EXTENSION.search(sentence) \
+                or not _SIDE_FOLDED.search(placed[1]) or deid_artefacts(text):
             continue
         f["image"]["mechanism_figure"] = _evidence(g)
         _note_dims(f, g, dx_table)
@@ -422,8 +433,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     if dx and entry:
         _diagnosis_facts(f, case, dx_table, dx, entry, asked)
     deciding = set(entry.shown_by) if entry else set()
-    usable = _agreeing([fig for fig in case.figures if _usable(fig, site)], case, dx_table,
-                       deficit["hemisphere"] if deficit else None)
+    usable = _agreeing([fig for fig in case.figures if _usable(fig, site)], case, dx_table, deficit)
     scored = [fig for _, _, fig in sorted(((caption_score(fig.caption), -n, fig) for n, fig in enumerate(usable)),
                                           key=lambda x: (x[0], x[1]), reverse=True)
               if _describes(fig.caption, dx_table)]

@@ -719,3 +719,24 @@ def test_a_ct_with_intravenous_contrast_is_named_so() -> None:
 
     assert "CTC" in kinds_named("Axial CT performed with intravenous contrast demonstrates focal high density.")
     assert "CTC" not in kinds_named("Axial CT without intravenous contrast demonstrates focal high density.")
+
+
+def test_a_disease_only_histology_tells_is_never_a_diagnosis_key() -> None:
+    """A chordoid glioma (diagnoses.yaml ``histology``) is an enhancing third-ventricle mass that its mimics also are:
+    its findings are asked, its diagnosis is not, and the report says why."""
+    t1c = ("T1C", "T1 weighted image after gadolinium: homogeneously enhancing mass in the third ventricle.")
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Chordoid glioma", [t1c]), Diagnoses(DIAGNOSES), Counter())
+    assert "key_caption" in f
+    assert not {"dx_with_history", "dx_direct", "dx_told_ok"} & set(f)
+    assert f["refused"]["dx_with_history"] == "decided_by_histology"
+
+
+def test_no_structure_where_the_description_places_a_second_lesion_elsewhere() -> None:
+    """"Low attenuation focus in the left parietal lobe. Second lesion in the left temporal lobe": which one is
+    principal is the reader's call (a clinical read found the temporal key, with parietal not offered, unfair)."""
+    ct = ("CT", "CT: Low attenuation focus in the left parietal lobe with surrounding oedema. Second lesion in the "
+                "left temporal lobe with central high attenuation.")
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Glioblastoma", [ct]), Diagnoses(DIAGNOSES), Counter())
+    assert "key_caption" in f and "structure" not in f

@@ -430,7 +430,10 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     dx = dx_table.name(case.diagnosis.primary) or dx_table.name(case.title)
     entry = dx_table.entry(dx)
     site = entry.site if entry else None
-    if dx and entry:
+    if dx and entry and entry.histology:
+        for fact in ("dx_with_history", "dx_direct", "dx_told_ok"):
+            f.setdefault("refused", {})[fact] = DECIDED_BY_HISTOLOGY
+    elif dx and entry:
         _diagnosis_facts(f, case, dx_table, dx, entry, asked)
     deciding = set(entry.shown_by) if entry else set()
     usable = _agreeing([fig for fig in case.figures if _usable(fig, site)], case, dx_table, deficit)
@@ -483,6 +486,8 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
 # that tells the disease from its mimics (the diagnosis table's shown_by: a glioblastoma on T2 alone, a
 # haemangioblastoma without a post-contrast image; such items were the most common borderline of the clinical reads)
 NO_DECIDING_KIND = "no_deciding_sequence"
+# why no diagnosis item is made of a disease only histology tells from its mimics (diagnoses.yaml ``histology``)
+DECIDED_BY_HISTOLOGY = "decided_by_histology"
 
 
 def _withhold(f: dict[str, Any], fact: str) -> None:
@@ -755,8 +760,12 @@ def _structure_facts(f: dict[str, Any], described: str, caption: str, figs: list
     structures next to it; none where the description or the case's report leaves it open to dispute."""
     found = _abnormal_sentences(described)
     where = dx_table.structure(found[0]) if found else None
-    # (nor where de-identification left a placeholder in it: no item can be made, and the key would count)
-    if where is None or _structure_disputed(where, found[0], reported, dx_table) or deid_artefacts(described):
+    # (nor where de-identification left a placeholder in it: no item can be made, and the key would count; nor where
+    # another of its sentences puts a second lesion in another structure: "Low attenuation focus in the left parietal
+    # lobe ... Second lesion in the left temporal lobe" leaves which one is principal to the reader, a clinical read)
+    elsewhere = {dx_table.structure(x) for x in found[1:]} - {None, where}
+    if where is None or _structure_disputed(where, found[0], reported, dx_table) or deid_artefacts(described) \
+            or elsewhere:
         return
     # a neighbour the caption also names (a haemorrhage of the thalamus and the basal ganglia) is a second
     # right answer, never a wrong option

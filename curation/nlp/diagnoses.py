@@ -38,6 +38,9 @@ class DiagnosisEntry(BaseModel):
     # for a hypertensive one, "stroke" for an ischaemic one): they map a case to it, but a caption that names it
     # only by one of them has not read it from the image
     broad: list[str] = []
+    # whether only histology tells it from its mimics (a chordoid glioma: an enhancing third-ventricle mass that a
+    # hypothalamic glioma or a papillary craniopharyngioma also is): no item asks the diagnosis of its images
+    histology: bool = False
 
 
 class StructureEntry(BaseModel):

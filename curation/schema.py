@@ -7,7 +7,7 @@ from enum import StrEnum
 from importlib import resources
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 SCHEMA_VERSION = "1.2.0"  # 1.2: a finding says whether it is hedged or historical
 
@@ -118,6 +118,193 @@ class Evidence(Model):
     target_fraction: float | None = Field(None, description="Target area / brain area in the shown slice")
 
 
+class Record(Model):
+    """A record of what a stage measured or did, written as it was made: a key the code did not set is absent, not
+    null (``model_fields_set``), so a series that never reached a step has no key of that step; a field whose JSON
+    key is no Python name goes by its ``serialization_alias`` (``pass``)."""
+
+    @model_serializer(mode="wrap")
+    def _set_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped = handler(self)
+        out = {}
+        for name, f in type(self).model_fields.items():
+            key = f.serialization_alias if f.serialization_alias in dumped else name
+            if name in self.model_fields_set and key in dumped:
+                out[f.serialization_alias or name] = dumped[key]
+        return out
+
+
+class PlaneFallback(Record):
+    """The plane a target is shown in instead of its own, which the acquisition cannot show, and why."""
+
+    plane: str
+    reason: str
+
+
+class Placement(Record):
+    """Where the normalize stage placed a target in a series (``SeriesQC.targets``): a slice (the brain montage:
+    ``slices``), how it was found and, for a lesion, its size, side and lobes."""
+
+    target: Target
+    plane: Literal["axial", "coronal", "sagittal", "montage"]
+    slice_index: int | None = None
+    position_mm: float | None = None
+    located_by: str
+    target_fraction: float | None = None  # target area / brain area in the shown slice
+    centre_mm: list[float] | None = None
+    instead_of: PlaneFallback | None = None
+    slices: list[int] | None = None  # the montage's axial slices and their positions
+    positions_mm: list[float] | None = None
+    volume_mm3: float | None = None  # a lesion: the shown one's volume, the count of lesions and their sizes
+    count: int | None = None
+    largest_mm3: float | None = None
+    smallest_mm3: float | None = None
+    total_mm3: float | None = None
+    largest_centre_mm: list[float] | None = None
+    laterality: Literal["left", "right", "bilateral"] | None = None
+    fov_mm: float | None = None  # the shown slice's field of view, left to right, and the lesion's diameter in it
+    diameter_mm: float | None = None
+    # lobe -> share of the lesion's voxels in the shown slice and in the whole mask, largest first: the lobes are
+    # the atlas's (lobes.yaml), not a closed set here
+    lobes_in_slice: dict[str, float] | None = None
+    lobes: dict[str, float] | None = None
+    lobe: str | None = None
+    lobes_ruled_out: list[str] | None = None
+
+
+class FitRecord(Record):
+    """The anatomy fit as the series' provenance and QC record it (the linear part; the deformation is not
+    written)."""
+
+    library: str
+    presets: str
+    series_kind: Literal["head", "brain"]
+    template_to_series_ras: list[list[float]]
+
+
+class VentricleMeasures(Record):
+    """The lateral ventricles' volume measured on the series, or why not (``not_measured``: structure -> why)."""
+
+    lateral_ventricles_ml: float | None = None
+    how: str | None = None
+    not_measured: dict[str, str] = Field(default_factory=dict)
+
+
+class Anatomy(Record):
+    """What locating the targets found (``SeriesQC.anatomy``): the template and its fit, why each target that is
+    not placed is not (``not_located``: target -> why), the measures, and the T1w the targets were carried from."""
+
+    template: str | None = None
+    registration: str | None = None
+    version: str | None = None
+    fit: Literal["ok", "refused", "failed"] | None = None
+    fit_reason: str | None = None
+    metric: float | None = None
+    scale: list[float] | None = None
+    library: str | None = None  # the fit as FitRecord records it
+    presets: str | None = None
+    series_kind: Literal["head", "brain"] | None = None
+    template_to_series_ras: list[list[float]] | None = None
+    not_located: dict[str, str] = Field(default_factory=dict)
+    measures: VentricleMeasures | None = None
+    targets_from: str | None = None
+
+
+class Deface(Record):
+    """What the deface step did: removed the face (``removed_voxels``), or found none to remove (``reason``)."""
+
+    outcome: Literal["defaced", "face_free"]
+    reason: str | None = None
+    removed_voxels: int | None = None
+
+
+class LesionChange(Record):
+    """A follow-up FLAIR's lesion change against its baseline FLAIR (``reference`` of ``reference_visit``): the
+    largest new or enlarging lesion (``found``: None where there is none) and the baseline's render at it."""
+
+    found: Literal["new", "enlarging"] | None = None
+    reference: str
+    reference_visit: str | None = None
+    baseline_render: str | None = None
+    centre_mm: list[float] | None = None
+    slice_index: int | None = None
+    volume_mm3: float | None = None
+    contrast: float | None = None
+    count: int | None = None
+
+
+class SeriesQC(Record):
+    """The quality record of a series (normalize): the volume's metrics and flags, the planes its sampling cannot
+    show, the targets placed and the anatomy fit, the deface outcome, and what registration and the longitudinal
+    steps added."""
+
+    foreground_fraction: float | None = None
+    snr: float | None = None
+    intensity_min: float | None = None
+    intensity_max: float | None = None
+    slice_gap_mm: float | None = None
+    duplicate_slices: int | None = None
+    irregular_gaps: int | None = None
+    source_orientation: str | None = None
+    flags: list[str] = Field(default_factory=list)
+    passed: bool | None = Field(None, validation_alias=AliasChoices("pass", "passed"), serialization_alias="pass")
+    source_sampling_mm: list[float] = Field(default_factory=list)
+    planes_refused: list[str] = Field(default_factory=list)
+    planes_refused_reason: dict[str, str] = Field(default_factory=dict)  # plane -> why the sampling cannot show it
+    anatomy: Anatomy = Field(default_factory=Anatomy)
+    targets: list[Placement] = Field(default_factory=list)
+    deface: Deface | None = None
+    registered_to: str | None = None  # the series id of the visit's T1w it was resampled onto
+    paired_with: str | None = None  # the series id of the baseline T1w it was registered to
+    change: LesionChange | None = None
+
+    def flag(self, reason: str) -> None:
+        """Add a flag (a later step that failed on the series)."""
+        self.flags = [*self.flags, reason]
+
+
+class MaskBox(Record):
+    """A box de-identification masked on a figure: x0, y0, x1, y1 in its original pixels, and the tag of the text."""
+
+    box: list[int]
+    tag: str
+
+
+class PixelText(Record):
+    """What de-identification did to a figure's burned-in text (deid.pixels): the OCR that read it, the boxes
+    masked (tags, never the text) and why a reviewer must look (``review``; empty when not)."""
+
+    tool: str
+    psm: int
+    read_at: str
+    size: list[int]
+    words_read: int
+    masked: list[MaskBox]
+    masked_fraction: float
+    review: list[str]
+
+
+class PanelOf(Record):
+    """The figure a panel was cut from (ingest): its id, the panel's letter and box (left, top, right, bottom)."""
+
+    figure_id: str
+    letter: str
+    box: list[int]
+
+
+class FigureQC(Record):
+    """The quality record of a figure: its size, mean and flags as normalize rendered it, de-identification's
+    masking of burned-in text and, for a panel, the figure it was cut from."""
+
+    width: int | None = None
+    height: int | None = None
+    mean: float | None = None
+    flags: list[str] = Field(default_factory=list)
+    passed: bool | None = Field(None, validation_alias=AliasChoices("pass", "passed"), serialization_alias="pass")
+    pixel_text: PixelText | None = None
+    panel_of: PanelOf | None = None
+
+
 class Series(Model):
     series_id: str
     modality: str = "MR"
@@ -134,7 +321,7 @@ class Series(Model):
     shape: tuple[int, ...] | None = None
     orientation: str | None = None
     renders: list[Render] = Field(default_factory=list)
-    qc: dict[str, Any] = Field(default_factory=dict)
+    qc: SeriesQC = Field(default_factory=SeriesQC)
     provenance: list[Step] = Field(default_factory=list)
 
 
@@ -159,12 +346,12 @@ class Figure(Model):
     contrast: bool = False
     plane: str | None = None
     renders: list[Render] = Field(default_factory=list)
-    qc: dict[str, Any] = Field(default_factory=dict)
+    qc: FigureQC = Field(default_factory=FigureQC)
 
     @property
     def pixels_masked(self) -> bool:
         """Whether de-identification masked burned-in text on this figure (deid.pixels)."""
-        return bool((self.qc.get("pixel_text") or {}).get("masked"))
+        return self.qc.pixel_text is not None and bool(self.qc.pixel_text.masked)
 
 
 class Finding(Model):

@@ -149,7 +149,7 @@ def test_every_real_head_gives_items_with_images(curated: dict) -> None:
     by_series = {s.series_id: (c, s) for c in curated["cases"] for s in c.all_series()}
     assert len(by_series) == 7, sorted(by_series)  # both visits of 941_S_0001 arrived: none was quarantined
     assert not curated["reports"]["deid"]["failures_by_reason"], curated["reports"]["deid"]
-    heads = [(c, s) for c, s in by_series.values() if (s.qc.get("anatomy") or {}).get("fit") == "ok"]
+    heads = [(c, s) for c, s in by_series.values() if s.qc.anatomy.fit == "ok"]
     assert sorted(s.description or "" for _, s in heads) == ["Axial T2 TSE", "Axial T2 TSE", "Axial T2-FLAIR", "MPRAGE",
                                                              "MPRAGE"]
     for case, s in heads:
@@ -164,10 +164,10 @@ def test_every_real_head_gives_items_with_images(curated: dict) -> None:
 
 def test_the_scanner_qc_bottle_is_refused_at_both_visits_with_its_reason(curated: dict) -> None:
     refused = [s for c in curated["cases"] for s in c.all_series()
-               if (s.qc.get("anatomy") or {}).get("fit") != "ok"]
+               if s.qc.anatomy.fit != "ok"]
     assert len(refused) == 2 and {s.sequence for s in refused} == {"T1w"}
     for s in refused:
-        reason = s.qc["anatomy"]["fit_reason"]
+        reason = s.qc.anatomy.fit_reason or ""
         assert "no brain anatomy where the registered template expects it" in reason, reason
         assert not [i for i in curated["items"] if any(e.series_id == s.series_id for e in i.evidence)]
 
@@ -177,8 +177,8 @@ def test_a_table_volume_the_image_contradicts_is_not_a_key(curated: dict) -> Non
     image's is refused with its reason, and counted. The healthy adult's T2 joined to a dementia patient's row (95 mL,
     "severely enlarged" at 46) gives no ventricle item, nor a hippocampal one from that row; the rows that are
     plausible for their heads still do."""
-    measured = {s.series_id: s.qc["anatomy"]["measures"]["lateral_ventricles_ml"] for c in curated["cases"]
-                for s in c.all_series() if (s.qc.get("anatomy") or {}).get("fit") == "ok" and s.sequence != "FLAIR"}
+    measured = {s.series_id: s.qc.anatomy.measures.lateral_ventricles_ml for c in curated["cases"]
+                for s in c.all_series() if s.qc.anatomy.fit == "ok" and s.sequence != "FLAIR" and s.qc.anatomy.measures}
     assert len(measured) == 4 and all(5 < ml < 60 for ml in measured.values()), measured  # adults' ventricles
     skipped = curated["reports"]["generate"]["counts"]
     assert skipped.get("template_skipped:refused_ventricle_grade:image_disagrees", 0) >= 1, skipped

@@ -68,7 +68,9 @@ def _normalize(task: tuple[str, str, str, str]) -> dict:
     res = process_series(SeriesTask("nifti", [path], params, out, out, sequence))
     assert res.ok, (name, res.reason, res.detail)
     made = res.value
-    return {"qc": made.qc, "steps": [s.model_dump() for s in made.steps], "renders": made.renders,
+    # the QC record as the stage writes it (cases.jsonl); "record" the model, for a step that takes it
+    return {"qc": made.qc.model_dump(), "record": made.qc, "steps": [s.model_dump() for s in made.steps],
+            "renders": made.renders,
             "affine": nib.load(Path(out) / "volume.nii.gz").affine, "nifti": str(Path(out) / "volume.nii.gz"),
             "out": out}
 
@@ -177,10 +179,10 @@ def test_the_t1w_targets_carried_onto_the_visits_moved_flair(normalized: dict) -
     t1, flair = normalized["stroke_T1"], normalized["moved_flair"]
     params = NormalizeParams.model_validate(yaml.safe_load((ROOT / "params.yaml").read_text())["normalize"])
     res = carry_series(CarryTask(params, t1["nifti"], flair["nifti"], flair["out"], flair["out"], "stroke_T1",
-                                 "FLAIR", flair["qc"]["planes_refused_reason"], targets=t1["qc"]["targets"],
-                                 own=flair["qc"]["targets"]))
+                                 "FLAIR", flair["record"].planes_refused_reason, targets=t1["record"].targets,
+                                 own=flair["record"].targets))
     assert res.ok, (res.reason, res.detail)
-    placed = {t["target"]: t for t in res.value.targets}
+    placed = {t.target: t.model_dump() for t in res.value.targets}
     assert sorted(placed) == ["hippocampus", "lateral_ventricles"] and not res.value.missed
     ref, affine = _expected("moved_flair"), flair["affine"]
     for target, t in placed.items():

@@ -95,10 +95,10 @@ def test_the_lesion_render_lies_where_the_expert_mask_is_widest_with_its_count_a
         area = mask.sum(axis=(0, 1))  # every fixture's third voxel axis runs inferior to superior
         volume = float(mask.sum()) * float(abs(np.linalg.det(raw.affine[:3, :3])))
         for s in case.all_series():
-            placed = [t for t in s.qc.get("targets", []) if t["target"] == "lesion"]
-            assert placed and placed[0]["located_by"] == MASK_LOCATED, (s.series_id, s.qc.get("anatomy"))
+            placed = [t for t in s.qc.targets if t.target == "lesion"]
+            assert placed and placed[0].located_by == MASK_LOCATED, (s.series_id, s.qc.anatomy)
             t = placed[0]
-            k = int(round(float((np.linalg.inv(raw.affine) @ np.append(t["centre_mm"], 1.0))[2])))
+            k = int(round(float((np.linalg.inv(raw.affine) @ np.append(t.centre_mm, 1.0))[2])))
             assert area[k] >= 0.5 * area.max(), (s.series_id, k, int(area[k]), int(area.max()))
             assert abs(t["total_mm3"] - volume) <= 0.02 * volume, (t["total_mm3"], volume)  # resampled, so about
             parts, n = ndimage.label(mask, structure=np.ones((3, 3, 3), bool))

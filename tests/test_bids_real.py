@@ -75,6 +75,6 @@ def test_each_real_pair_gives_a_change_item_on_the_experts_change_mask(curated: 
         assert (baseline.position_mm, baseline.slice_index) == (followup.position_mm, followup.slice_index)
         case = by_case[item.case_id]
         series = next(s for s in case.all_series() if s.series_id == followup.series_id)
-        change = series.qc["change"]
+        change = series.qc.change
         patient = PAIRS["01" if case.patient.sex == "F" else "03"]
-        assert _distance_to_mask(change["centre_mm"], patient) <= WITHIN_MM, change
+        assert change is not None and _distance_to_mask(change.centre_mm, patient) <= WITHIN_MM, change

@@ -51,8 +51,8 @@ def test_zscored_brain_passes_as_face_free_and_is_rendered(sequence: str, tmp_pa
     assert res.ok, (res.reason, res.detail)
     deface = next(s for s in res.value.steps if s.name == "deface")
     assert deface.args["outcome"] == "face_free" and deface.args["series_kind"] == "brain", deface.args
-    assert res.value.qc["deface"]["outcome"] == "face_free"
-    assert res.value.qc["anatomy"]["fit"] == "ok", res.value.qc["anatomy"]
+    assert res.value.qc.deface is not None and res.value.qc.deface.outcome == "face_free"
+    assert res.value.qc.anatomy.fit == "ok", res.value.qc.anatomy
     rendered = {r.target for r in res.value.renders}
     assert {"hippocampus", "lateral_ventricles"} <= rendered
     assert all(Path(r.path).is_file() for r in res.value.renders)
@@ -68,4 +68,5 @@ def test_a_head_with_its_face_is_still_defaced(tmp_path: Path) -> None:
     res = process_series(SeriesTask("nifti", [str(src)], NormalizeParams(), str(tmp_path / "out"),
                                     str(tmp_path / "out"), "T1w"))
     assert res.ok, (res.reason, res.detail)
-    assert res.value.qc["deface"]["outcome"] == "defaced" and res.value.qc["deface"]["removed_voxels"] > 1000
+    deface = res.value.qc.deface
+    assert deface is not None and deface.outcome == "defaced" and (deface.removed_voxels or 0) > 1000

@@ -142,10 +142,10 @@ def test_deidentify_stage_masks_figures_and_records_it(tmp_path: Path) -> None:
     write_jsonl(ingest / "cases.jsonl", [case])
     report = run(DeidentifyParams(), tmp_path / "ingest", tmp_path / "deid", secret=SECRET)
     (out,) = read_jsonl(tmp_path / "deid" / "cases.jsonl", Case)
-    pix = out.figures[0].qc["pixel_text"]
-    assert pix["masked"] and pix["review"] == [] and report.counts["figures_pixels_masked"] == 1
+    pix = out.figures[0].qc.pixel_text
+    assert pix is not None and pix.masked and pix.review == [] and report.counts["figures_pixels_masked"] == 1
     audit = [json.loads(line) for line in (tmp_path / "deid" / "audit.jsonl").read_text().splitlines()]
-    assert audit[-1]["actions"]["pixels"]["masked"] == len(pix["masked"])
+    assert audit[-1]["actions"]["pixels"]["masked"] == len(pix.masked)
     from PIL import Image
 
     written = Image.open(tmp_path / "deid" / "files" / "medpix-0001" / "f01-flair.png")
@@ -181,22 +181,24 @@ def test_normalize_renders_no_figure_held_for_pixel_review(tmp_path: Path) -> No
     from curation.imaging.normalize import run as normalize
     from curation.jsonio import read_jsonl, write_jsonl
     from curation.params import NormalizeParams
-    from curation.schema import Case, Figure, SourceName
+    from curation.schema import Case, Figure, FigureQC, MaskBox, PixelText, SourceName
 
     deid = tmp_path / "deid"
     (deid / "files").mkdir(parents=True)
     rng = np.random.default_rng(0)
     for name in ("a.png", "b.png"):
         Image.fromarray(rng.integers(0, 255, (96, 96), dtype=np.uint8)).save(deid / "files" / name)
-    masked = {"masked": [{"box": [0, 90, 40, 96], "tag": "DATE"}], "review": []}
-    held = {"masked": [], "review": ["text_not_read_with_confidence"]}
+    ocr = {"tool": "tesseract", "psm": 11, "read_at": "original resolution", "size": [96, 96], "words_read": 1,
+           "masked_fraction": 0.02}
+    masked = PixelText(**ocr, masked=[MaskBox(box=[0, 90, 40, 96], tag="DATE")], review=[])
+    held = PixelText(**ocr, masked=[], review=["text_not_read_with_confidence"])
     case = Case(case_id="medpix-0001", source=SourceName.medpix, license="l", figures=[
-        Figure(figure_id="f01", path=str(deid / "files" / "a.png"), qc={"pixel_text": masked}),
-        Figure(figure_id="f02", path=str(deid / "files" / "b.png"), qc={"pixel_text": held})])
+        Figure(figure_id="f01", path=str(deid / "files" / "a.png"), qc=FigureQC(pixel_text=masked)),
+        Figure(figure_id="f02", path=str(deid / "files" / "b.png"), qc=FigureQC(pixel_text=held))])
     write_jsonl(deid / "cases.jsonl", [case])
     report = normalize(NormalizeParams(), deid, tmp_path / "norm")
     (out,) = read_jsonl(tmp_path / "norm" / "cases.jsonl", Case)
-    assert out.figures[0].renders and out.figures[0].qc["pixel_text"] == masked and "pass" in out.figures[0].qc
+    assert out.figures[0].renders and out.figures[0].qc.pixel_text == masked and out.figures[0].qc.passed is not None
     assert out.figures[1].renders == [] and report.counts["figures_held_for_pixel_review"] == 1
 
 

@@ -18,6 +18,7 @@ from curation.schema import (
     Figure,
     Finding,
     Patient,
+    Placement,
     ReasoningDim,
     Render,
     Series,
@@ -244,8 +245,10 @@ def test_tags_are_computed_from_the_item() -> None:
     assert VisualDim.small_object not in got["lesion_recognition"].visual_dims  # size unknown: not claimed
     small = adni_case()
     s0 = small.visits[0].series[0]
-    s0.qc["targets"] = [{"target": "hippocampus", "plane": "coronal", "slice_index": 97, "target_fraction": 0.004},
-                        {"target": "lateral_ventricles", "plane": "axial", "slice_index": 110, "target_fraction": 0.05}]
+    s0.qc.targets = [Placement(target="hippocampus", plane="coronal", slice_index=97, target_fraction=0.004,
+                               located_by="atlas_registration"),
+                     Placement(target="lateral_ventricles", plane="axial", slice_index=110, target_fraction=0.05,
+                               located_by="atlas_registration")]
     tagged = by_template(engine().generate(small)[0])
     assert VisualDim.small_object in tagged["hippocampal_atrophy"].visual_dims  # 0.4% of the brain in its slice
     assert tagged["hippocampal_atrophy"].evidence[0].target_fraction == 0.004

@@ -4,14 +4,15 @@ offered to items (issue 49: a midline "hippocampus" slice, target fraction 0.0, 
 from __future__ import annotations
 
 from curation.generate.renders import target_render
-from curation.schema import Render, Series
+from curation.schema import Placement, Render, Series, SeriesQC
 
 
 def _series(fraction: float | None) -> Series:
-    placed = {"target": "hippocampus", "plane": "sagittal", "slice_index": 60, "position_mm": 0.0}
+    placed = Placement(target="hippocampus", plane="sagittal", slice_index=60, position_mm=0.0,
+                       located_by="atlas_registration")
     if fraction is not None:
-        placed["target_fraction"] = fraction
-    return Series(series_id="s", sequence="T1w", format="nifti", qc={"targets": [placed]},
+        placed.target_fraction = fraction
+    return Series(series_id="s", sequence="T1w", format="nifti", qc=SeriesQC(targets=[placed]),
                   renders=[Render(plane="sagittal", slice_index=60, path="hip.png", role="target",
                                   target="hippocampus", position_mm=0.0)])
 

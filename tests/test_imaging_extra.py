@@ -102,7 +102,7 @@ def test_normalize_stage_registers_each_visit_to_its_t1(pipeline, tmp_path, monk
     for s in expected:
         # the last step that moved it (a lesion-change comparison with another visit comes after, moving nothing)
         moved = [st.name for st in s.provenance if st.name != "lesion_change"]
-        assert moved[-1] == "register_rigid" and s.qc["registered_to"]
+        assert moved[-1] == "register_rigid" and s.qc.registered_to
         assert all(Path(r.path).exists() for r in s.renders)
 
 

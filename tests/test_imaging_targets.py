@@ -19,6 +19,7 @@ from curation.imaging import anatomy, lesions
 from curation.imaging.targets import PLANE_NORMAL, carry_targets, refused_planes, sampling_mm
 from curation.imaging.templatefit import Fit, fit_template
 from curation.params import NormalizeParams
+from curation.schema import Placement
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 MPRAGE = SHARED / "fixtures" / "dicom-real" / "siemens-xa30" / "5001_anat-T1w_acq-tfl"
@@ -147,7 +148,7 @@ def test_demo_target_renders_contain_their_targets(pipeline: Path, monkeypatch: 
     # against the phantom's truth), carried through the registration that the provenance records
     for c in cases:
         for v in c.visits:
-            t1 = next((s for s in v.series if s.sequence == "T1w" and s.qc.get("targets")), None)
+            t1 = next((s for s in v.series if s.sequence == "T1w" and s.qc.targets), None)
             for s in v.series:
                 if t1 is None or s.sequence == "T1w" or not s.renders:
                     continue
@@ -173,18 +174,20 @@ def test_carried_targets_follow_the_registration_onto_the_series_grid() -> None:
     affine = np.diag([1.0, 1.0, 5.0, 1.0])  # a thick-slice axial series: 5 mm between slices
     affine[:3, 3] = (-90.0, -126.0, -72.0)
     refused = refused_planes(sampling_mm(affine), 1.5)
-    placed, missed = carry_targets(t1, shift, affine, (181, 217, 36), refused, "registered_to:t1")
-    by = {t["target"]: t for t in placed}
+    placed, missed = carry_targets([Placement.model_validate(t) for t in t1], shift, affine, (181, 217, 36), refused,
+                                   "registered_to:t1")
+    by = {t.target: t for t in placed}
     assert sorted(by) == ["hippocampus", "lateral_ventricles"] and not missed  # lesions and montages are not carried
     hip, vent = by["hippocampus"], by["lateral_ventricles"]
-    assert hip["centre_mm"] == [0.0, -15.0, -17.0] and hip["plane"] == "axial"
-    assert hip["instead_of"]["plane"] == "coronal" and "5 mm" in hip["instead_of"]["reason"]
-    assert hip["slice_index"] == 11 and "target_fraction" not in hip  # (-17 + 72) / 5; another plane, not measured
-    assert (vent["plane"], vent["slice_index"], vent["position_mm"]) == ("axial", 17, 13.0)  # (20 - 5 + 72) / 5
-    assert vent["located_by"] == "registered_to:t1"
+    assert hip.centre_mm == [0.0, -15.0, -17.0] and hip.plane == "axial"
+    assert hip.instead_of is not None and hip.instead_of.plane == "coronal" and "5 mm" in hip.instead_of.reason
+    assert hip.slice_index == 11 and "target_fraction" not in hip.model_dump()  # (-17 + 72) / 5; another plane
+    assert (vent.plane, vent.slice_index, vent.position_mm) == ("axial", 17, 13.0)  # (20 - 5 + 72) / 5
+    assert vent.located_by == "registered_to:t1"
     far = np.eye(4)
     far[:3, 3] = (0.0, 0.0, 200.0)
-    placed, missed = carry_targets(t1, far, affine, (181, 217, 36), refused, "registered_to:t1")
+    placed, missed = carry_targets([Placement.model_validate(t) for t in t1], far, affine, (181, 217, 36), refused,
+                                   "registered_to:t1")
     assert not placed and set(missed) == {"hippocampus", "lateral_ventricles"}
 
 
@@ -225,16 +228,16 @@ def test_thick_slice_series_gets_only_its_native_plane(tmp_path: Path) -> None:
     res = process_series(SeriesTask("nifti", [str(path)], p, str(out), str(out), "FLAIR"))
     assert res.ok, res
     assert {r.plane for r in res.value.renders} == {"sagittal"}, [r.path for r in res.value.renders]
-    assert res.value.qc["planes_refused"] == ["axial", "coronal"]
-    assert res.value.qc["source_sampling_mm"][0] == 4.8
+    assert res.value.qc.planes_refused == ["axial", "coronal"]
+    assert res.value.qc.source_sampling_mm[0] == 4.8
     assert [st.name for st in res.value.steps] == ["to_canonical_ras", "fit_anatomy", "resample", "locate_targets",
                                                      "percentile_rescale", "render"]
     assert all(not Path(out, n).exists() for n in ("montage_axial.png",))
-    hip = next(t for t in res.value.qc["targets"] if t["target"] == "hippocampus")
-    assert hip["plane"] == "sagittal" and hip["instead_of"]["plane"] == "coronal", hip
-    assert 18.0 <= abs(hip["position_mm"]) <= 38.0, hip  # the phantom's midline is x = 0
+    hip = next(t for t in res.value.qc.targets if t.target == "hippocampus")
+    assert hip.plane == "sagittal" and hip.instead_of is not None and hip.instead_of.plane == "coronal", hip
+    assert hip.position_mm is not None and 18.0 <= abs(hip.position_mm) <= 38.0, hip  # the midline is x = 0
     truth = _world(phantom.ground_truth()["hippocampus"], phantom.AFFINE)
-    assert (np.abs(truth[:, 0] - hip["position_mm"]) <= 2.4).sum() > 0 and hip["target_fraction"] > 0, hip
+    assert (np.abs(truth[:, 0] - hip.position_mm) <= 2.4).sum() > 0 and (hip.target_fraction or 0) > 0, hip
 
 
 @pytest.mark.integration  # ANTs registration
@@ -252,8 +255,8 @@ def test_no_brain_no_anatomy_renders(tmp_path: Path) -> None:
     res = process_series(SeriesTask("nifti", [str(path)], NormalizeParams(deface=False), str(out), str(out), "T1w"))
     assert res.ok, res
     assert not [r for r in res.value.renders if r.role == "target"]
-    anatomy = res.value.qc["anatomy"]
-    assert anatomy["fit"] == "refused" and "no brain anatomy" in anatomy["fit_reason"]
+    anatomy = res.value.qc.anatomy
+    assert anatomy.fit == "refused" and "no brain anatomy" in (anatomy.fit_reason or "")
 
 
 @pytest.mark.integration  # ANTs registration
@@ -268,9 +271,9 @@ def test_real_siemens_mprage(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = process_series(SeriesTask("dicom", files, NormalizeParams(deface=False), str(out), str(out), "T1w"))
     assert res.ok, res
-    assert res.value.qc["planes_refused"] == []
+    assert res.value.qc.planes_refused == []
     assert {r.plane for r in res.value.renders} >= {"axial", "coronal", "sagittal"}
-    assert res.value.qc["anatomy"]["fit"] == "refused"
+    assert res.value.qc.anatomy.fit == "refused"
     assert not [r for r in res.value.renders if r.role == "target"]
 
 
@@ -315,15 +318,15 @@ def test_lesion_found_on_each_contrast_and_not_invented(sequence: str, lesion: p
     p = NormalizeParams()
     fit = head_fit(sequence)
     vol = phantom.head(sequence, atrophy=ATROPHY, lesion=lesion, seed=21, pose=POSE, subject=SUBJECT)
-    found = {t["target"]: t for t in locate(vol.astype(np.float32), phantom.AFFINE, sequence, p, fit=fit).targets}
+    found = {t.target: t for t in locate(vol.astype(np.float32), phantom.AFFINE, sequence, p, fit=fit).targets}
     truth = phantom.ground_truth(atrophy=ATROPHY, lesion=lesion, pose=POSE, subject=SUBJECT)
     assert "lesion" in found, sequence
     les = found["lesion"]
-    assert np.linalg.norm(np.asarray(les["centre_mm"]) - truth["lesion_centre_mm"]) < lesion.radius_mm / 2
-    assert _in_plane(_world(truth["lesion"], phantom.AFFINE), 2, les["position_mm"]) > 0
-    assert les["located_by"] == f"intensity_outlier:{p.lesion_polarity[sequence]}"
+    assert np.linalg.norm(np.asarray(les.centre_mm) - truth["lesion_centre_mm"]) < lesion.radius_mm / 2
+    assert _in_plane(_world(truth["lesion"], phantom.AFFINE), 2, les.position_mm) > 0
+    assert les.located_by == f"intensity_outlier:{p.lesion_polarity[sequence]}"
     clean = phantom.head(sequence, atrophy=ATROPHY, seed=22, pose=POSE, subject=SUBJECT).astype(np.float32)
-    assert "lesion" not in {t["target"] for t in locate(clean, phantom.AFFINE, sequence, p, fit=fit).targets}
+    assert "lesion" not in {t.target for t in locate(clean, phantom.AFFINE, sequence, p, fit=fit).targets}
 
 
 @pytest.mark.integration  # ANTs registration
@@ -338,15 +341,15 @@ def test_targets_on_a_demo_brain_that_is_not_the_template(seed: int) -> None:
     assert subject != phantom.TEMPLATE
     vol = phantom.head("T1w", atrophy=0.3, seed=seed, pose=pose, subject=subject).astype(np.float32)
     truth = phantom.ground_truth(atrophy=0.3, pose=pose, subject=subject)
-    found = {t["target"]: t for t in locate(vol, phantom.AFFINE, "T1w", NormalizeParams()).targets}
+    found = {t.target: t for t in locate(vol, phantom.AFFINE, "T1w", NormalizeParams()).targets}
     template_off = []
     for name in ("hippocampus", "lateral_ventricles"):
         t = found[name]
-        axis = PLANE_NORMAL[t["plane"]]
-        assert _in_plane(_world(truth[name], phantom.AFFINE), axis, t["position_mm"]) > 0, (name, t["position_mm"])
+        axis = PLANE_NORMAL[t.plane]
+        assert _in_plane(_world(truth[name], phantom.AFFINE), axis, t.position_mm) > 0, (name, t.position_mm)
         landmark = np.mean(list(anatomy.landmarks().targets[name].landmarks.values()), axis=0)
         own = pose.apply(subject.from_template(landmark))[0][axis]
-        assert abs(t["position_mm"] - own) <= 5.0, (name, t["position_mm"], own)
+        assert t.position_mm is not None and abs(t.position_mm - own) <= 5.0, (name, t.position_mm, own)
         template_off.append(abs(pose.apply(landmark)[0][axis] - own))
     assert max(template_off) >= 3.0, template_off
 
@@ -361,11 +364,11 @@ def test_fluid_edge_is_not_a_lesion_on_t1_t2(sequence: str, head_fit: Callable[[
 
     vol = phantom.head(sequence, atrophy=ATROPHY, lesion=PERIVENTRICULAR, seed=21, pose=POSE, subject=SUBJECT)
     found = locate(vol.astype(np.float32), phantom.AFFINE, sequence, NormalizeParams(), fit=head_fit(sequence))
-    assert found.anatomy["fit"] == "ok"
+    assert found.anatomy.fit == "ok"
     truth = phantom.ground_truth(atrophy=ATROPHY, lesion=PERIVENTRICULAR, pose=POSE, subject=SUBJECT)
     for t in found.targets:
-        if t["target"] == "lesion":
-            off = np.linalg.norm(np.asarray(t["centre_mm"]) - truth["lesion_centre_mm"])
+        if t.target == "lesion":
+            off = np.linalg.norm(np.asarray(t.centre_mm) - truth["lesion_centre_mm"])
             assert off < PERIVENTRICULAR.radius_mm, (t, truth["lesion_centre_mm"])
 
 

@@ -43,7 +43,8 @@ def _normalize(src: Path, sequence: str, out: Path) -> dict:
     params = NormalizeParams.model_validate(yaml.safe_load((ROOT / "params.yaml").read_text())["normalize"])
     res = process_series(SeriesTask("nifti", [str(src)], params, str(out), str(out), sequence))
     assert res.ok, (src, res.reason, res.detail)
-    return {"qc": res.value.qc, "renders": res.value.renders, "volume": out / "volume.nii.gz"}
+    # the QC record as the stage writes it (cases.jsonl)
+    return {"qc": res.value.qc.model_dump(), "renders": res.value.renders, "volume": out / "volume.nii.gz"}
 
 
 def _lesion(made: dict) -> dict | None:

@@ -143,8 +143,8 @@ def test_a_case_report_figure_of_panels_becomes_one_teaching_figure_a_panel(tmp_
         ("F1a", "Figure 1 A", "FLAIR", "axial"), ("F1b", "Figure 1 B", "T1C", "axial")]
     assert case.figures[1].caption.startswith("Axial T1-weighted MRI after gadolinium")
     for f, want in zip(case.figures, truth, strict=True):
-        assert f.qc["panel_of"]["figure_id"] == "F1"
-        left, top, right, bottom = f.qc["panel_of"]["box"]
+        assert f.qc.panel_of is not None and f.qc.panel_of.figure_id == "F1"
+        left, top, right, bottom = f.qc.panel_of.box
         assert want[0] <= left and right <= want[2] and want[1] <= top and bottom <= want[3]
         from PIL import Image
 

@@ -101,7 +101,7 @@ def test_a_success_value_has_the_steps_declared_type(tmp_path: Path) -> None:
     Image.new("L", (80, 90), 128).save(tmp_path / "f.png")
     task = FigureTask(str(tmp_path / "f.png"), 128, str(tmp_path / "out.png"), "final/out.png")
     fig = process_figure(task)
-    assert isinstance(fig.value, FigureResult) and fig.value.qc["pass"] and fig.value.render.role == "figure"
+    assert isinstance(fig.value, FigureResult) and fig.value.qc.passed and fig.value.render.role == "figure"
     (tmp_path / "junk.png").write_bytes(b"not an image")
     junk = FigureTask(str(tmp_path / "junk.png"), 64, str(tmp_path / "j.png"), "final/j.png")
     bad = process_figure(junk)

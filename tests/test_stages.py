@@ -51,9 +51,9 @@ def test_normalize_canonical_volumes_and_renders(pipeline: Path) -> None:
     assert len(figures) == 3 * series + sum(len(c["figures"]) for c in MEDPIX) + 1
     # each is rendered, or held for review where deidentify's OCR found text it could not read (none of the demo's
     # text-free phantoms should be: sulci on a flat grey once read as text on a third of them)
-    held = [f for f in figures if (f.qc.get("pixel_text") or {}).get("review")]
+    held = [f for f in figures if f.qc.pixel_text is not None and f.qc.pixel_text.review]
     assert all(bool(f.renders) != (f in held) for f in figures)
-    assert len(held) <= len(figures) // 40, [(f.figure_id, f.qc["pixel_text"]) for f in held]
+    assert len(held) <= len(figures) // 40, [(f.figure_id, f.qc.pixel_text) for f in held]
     assert (pipeline / "normalize" / "qc_contact_sheet.png").exists()
 
 

@@ -83,4 +83,4 @@ def test_each_step_reads_and_writes_what_it_declares(sequence: str, tmp_path: Pa
     finally:
         if ctx.fit is not None:
             ctx.fit.close()
-    assert ctx.renders and ctx.qc
+    assert ctx.renders and ctx.qc.passed is not None

@@ -29,7 +29,7 @@ from curation.paths import OUTSIDE_INPUT, input_rel, readable, safe_name, walk_f
 from curation.pseudonyms import keyed_hash, project_secret
 from curation.records import relpath, staged_dir, write_text, writing
 from curation.report import Kind, Outcome, Report
-from curation.schema import Case, attribution_of
+from curation.schema import Case, PixelText, attribution_of
 
 # Every string field of a case, in one of two lists (tests/test_deid_text.py fails when a field of the schema is in
 # neither). Free text from a source goes through text de-identification; "[]" is every item of a list, "*" every
@@ -53,7 +53,23 @@ CASE_NOT_TEXT_FIELDS = (
     "visits[].series[].renders[].located_by", "visits[].series[].renders[].path", "visits[].series[].sequence",
     "visits[].series[].series_id", "findings[].anatomy", "findings[].label", "findings[].section",
     "findings[].sequence", "findings[].source_field", "findings[].temporal", "findings[].text", "flags[].field",
-    "flags[].rule", "flags[].sha256")
+    "flags[].rule", "flags[].sha256",
+    # the QC records (schema.SeriesQC, FigureQC): codes, reasons the code words, tool names, ids and paths, written
+    # by normalize after this stage, by this stage (pixel_text) or by ingest (panel_of: a figure id and its letter)
+    "figures[].qc.flags[]", "figures[].qc.panel_of.figure_id", "figures[].qc.panel_of.letter",
+    "figures[].qc.pixel_text.masked[].tag", "figures[].qc.pixel_text.read_at", "figures[].qc.pixel_text.review[]",
+    "figures[].qc.pixel_text.tool", "visits[].series[].qc.anatomy.fit_reason", "visits[].series[].qc.anatomy.library",
+    "visits[].series[].qc.anatomy.measures.how", "visits[].series[].qc.anatomy.measures.not_measured.*",
+    "visits[].series[].qc.anatomy.not_located.*", "visits[].series[].qc.anatomy.presets",
+    "visits[].series[].qc.anatomy.registration", "visits[].series[].qc.anatomy.targets_from",
+    "visits[].series[].qc.anatomy.template", "visits[].series[].qc.anatomy.version",
+    "visits[].series[].qc.change.baseline_render", "visits[].series[].qc.change.reference",
+    "visits[].series[].qc.change.reference_visit", "visits[].series[].qc.deface.reason", "visits[].series[].qc.flags[]",
+    "visits[].series[].qc.paired_with", "visits[].series[].qc.planes_refused[]",
+    "visits[].series[].qc.planes_refused_reason.*", "visits[].series[].qc.registered_to",
+    "visits[].series[].qc.source_orientation", "visits[].series[].qc.targets[].instead_of.plane",
+    "visits[].series[].qc.targets[].instead_of.reason", "visits[].series[].qc.targets[].lobe",
+    "visits[].series[].qc.targets[].lobes_ruled_out[]", "visits[].series[].qc.targets[].located_by")
 
 
 def text_slots(case: Case) -> list[tuple[str, Any, Any]]:
@@ -291,7 +307,7 @@ def _figures(job: _Job) -> None:
         actions: dict[str, Any] = {"metadata": "X"}
         pix = res.value.pixels
         if pix is not None:
-            fig.qc = {**fig.qc, "pixel_text": pix.qc()}
+            fig.qc.pixel_text = PixelText.model_validate(pix.qc())
             actions["pixels"] = {"masked": len(pix.masked), "tags": sorted({m["tag"] for m in pix.masked}),
                                  "review": pix.review}
             job.report.counts["figures_ocr_read"] += 1

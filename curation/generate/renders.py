@@ -38,7 +38,7 @@ def mid_render(series: Series) -> Render | None:
 
 
 def usable(series: Series) -> bool:
-    return bool(series.renders) and series.qc.get("pass", True) is not False
+    return bool(series.renders) and series.qc.passed is not False
 
 
 def first_series(visit: Visit, sequence: str) -> Series | None:
@@ -53,10 +53,8 @@ def evidence_of(r: Render, s: Series, visit: Visit | None, target: str | None) -
 
 def _fraction(s: Series, target: str | None, r: Render) -> float | None:
     """How much of the brain the target covers in the shown slice, as the normalize stage measured it."""
-    for placed in s.qc.get("targets") or []:
-        if isinstance(placed, dict) and placed.get("target") == target and placed.get("plane") == r.plane \
-                and placed.get("slice_index") == r.slice_index:
-            value = placed.get("target_fraction")
-            return float(value) if isinstance(value, int | float) else None
+    for placed in s.qc.targets:
+        if placed.target == target and placed.plane == r.plane and placed.slice_index == r.slice_index:
+            return placed.target_fraction
     return None
 

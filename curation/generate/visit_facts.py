@@ -16,7 +16,7 @@ from curation.generate.renders import (
     usable,
 )
 from curation.generate.values import age_phrase, clear_grade_of, fmt, grade_of, score_of
-from curation.schema import MASK_LOCATED, Case, Render, Series, Visit
+from curation.schema import MASK_LOCATED, Case, Placement, Render, Series, Visit
 
 LESION_SEQUENCES = ("FLAIR", "T2w", "DWI", "SWI")
 TARGET_SEQUENCE = "T1w"  # the anatomy of dementia items is read on T1-weighted images
@@ -63,13 +63,14 @@ def visit_facts(f: dict[str, Any], case: Case, visit: Visit, knowledge: dict[str
     if lesion is not None:
         images["lesion"] = evidence_of(lesion[1], lesion[0], visit, "lesion").model_dump()
         placed = _placed_lesion(*lesion)
-        if placed.get("located_by") == MASK_LOCATED:  # the source's mask is the truth of where the lesion is
-            f["mask_lesion"] = {"laterality": placed.get("laterality"), "count": placed["count"],
-                                "largest_mm3": placed["largest_mm3"], "lobe": placed.get("lobe"),
-                                "other_lobes": list(placed.get("lobes_ruled_out") or [])}
+        # the source's mask is the truth of where the lesion is
+        if placed is not None and placed.located_by == MASK_LOCATED:
+            f["mask_lesion"] = {"laterality": placed.laterality, "count": placed.count,
+                                "largest_mm3": placed.largest_mm3, "lobe": placed.lobe,
+                                "other_lobes": list(placed.lobes_ruled_out or [])}
             if lesion[0].sequence in LESION_SEQUENCES:  # the whole abnormality shows (not only its enhancing part)
-                f["mask_lesion"].update(fov_mm=placed.get("fov_mm"), diameter=clear_grade_of(
-                    placed.get("diameter_mm"), knowledge.get("lesion_diameters_mm", []),
+                f["mask_lesion"].update(fov_mm=placed.fov_mm, diameter=clear_grade_of(
+                    placed.diameter_mm, knowledge.get("lesion_diameters_mm", []),
                     float(knowledge.get("lesion_diameter_margin", 1.0))))
     known = [s for s in visit.series if s.sequence and usable(s) and mid_render(s) is not None]
     if known:
@@ -96,8 +97,9 @@ def _memory_picture(grade: str, mmse: Any, knowledge: dict[str, Any]) -> str | N
 
 def image_ventricles_ml(series: Series) -> float | None:
     """The lateral ventricles' volume normalize measured on the series itself (imaging/ventricles.py), or None."""
-    ml = ((series.qc.get("anatomy") or {}).get("measures") or {}).get("lateral_ventricles_ml")
-    return float(ml) if isinstance(ml, (int, float)) and ml > 0 else None
+    measures = series.qc.anatomy.measures
+    ml = measures.lateral_ventricles_ml if measures is not None else None
+    return ml if ml is not None and ml > 0 else None
 
 
 def disagreement(table: str | None, image: str | None, grades: list[str]) -> str | None:
@@ -236,16 +238,16 @@ def change_facts(case: Case, visits: list[Visit], common: dict[str, Any],
     None where no follow-up has one."""
     for v1 in reversed(visits[1:]):
         for s1 in v1.series:
-            change = s1.qc.get("change") or {}
-            if s1.sequence != "FLAIR" or not change.get("found"):
+            change = s1.qc.change
+            if s1.sequence != "FLAIR" or change is None or not change.found:
                 continue
             r1 = next((r for r in s1.renders if r.role == "change"), None)
-            v0 = next((v for v in visits if v.visit_id == change.get("reference_visit")), None)
-            s0 = next((s for s in v0.series if s.series_id == change.get("reference")), None) if v0 else None
-            r0 = next((r for r in s0.renders if r.path == change.get("baseline_render")), None) if s0 else None
+            v0 = next((v for v in visits if v.visit_id == change.reference_visit), None)
+            s0 = next((s for s in v0.series if s.series_id == change.reference), None) if v0 else None
+            r0 = next((r for r in s0.renders if r.path == change.baseline_render), None) if s0 else None
             if r0 is None or r1 is None or v0 is None or s0 is None:
                 continue
-            phrase = (knowledge.get("lesion_changes") or {}).get(change["found"])
+            phrase = (knowledge.get("lesion_changes") or {}).get(change.found)
             if phrase is None:
                 continue
             f: dict[str, Any] = {**common, "kind": "pair", "visit_id": f"{v0.visit_id}+{v1.visit_id}",
@@ -254,16 +256,16 @@ def change_facts(case: Case, visits: list[Visit], common: dict[str, Any],
             days = (v1.days_from_baseline or 0) - (v0.days_from_baseline or 0)
             f["interval"] = interval_phrase(days)
             f["lesion_change"] = phrase
-            f["lesion_change_mm3"] = change.get("volume_mm3")
+            f["lesion_change_mm3"] = change.volume_mm3
             return f
     return None
 
 
-def _placed_lesion(series: Series, render: Render) -> dict[str, Any]:
-    """The lesion placement (normalize's qc.targets) a series' lesion render was made from; {} if none."""
-    return next((t for t in series.qc.get("targets") or [] if isinstance(t, dict)
-                 and t.get("target") == "lesion" and t.get("slice_index") == render.slice_index), {})
+def _placed_lesion(series: Series, render: Render) -> Placement | None:
+    """The lesion placement (normalize's qc.targets) a series' lesion render was made from; None if none."""
+    return next((t for t in series.qc.targets if t.target == "lesion" and t.slice_index == render.slice_index), None)
 
 
 def _mask_located(series: Series, render: Render) -> bool:
-    return _placed_lesion(series, render).get("located_by") == MASK_LOCATED
+    placed = _placed_lesion(series, render)
+    return placed is not None and placed.located_by == MASK_LOCATED

@@ -146,6 +146,7 @@ def change_series(job: ChangeTask) -> Any:
     from curation.imaging.steps.base import step_record
     from curation.imaging.targets import slice_position
     from curation.report import Outcome
+    from curation.schema import Placement
 
     p = job.params
     try:
@@ -162,10 +163,10 @@ def change_series(job: ChangeTask) -> Any:
         return Outcome.success(Changed(None, [], step))
     base = np.asarray(base_img.dataobj, dtype=np.float32)
     spacing = tuple(round(float(z), 4) for z in base_img.header.get_zooms()[:3])
-    target = {"target": "lesion", "plane": "axial", "slice_index": change.slice_index,
-              "position_mm": slice_position(base_img.affine, base.shape, 2, change.slice_index,
-                                            np.asarray(change.centre_mm)),
-              "located_by": f"lesion_change:{job.reference}"}
+    target = Placement(target="lesion", plane="axial", slice_index=change.slice_index,
+                       position_mm=slice_position(base_img.affine, base.shape, 2, change.slice_index,
+                                                  np.asarray(change.centre_mm)),
+                       located_by=f"lesion_change:{job.reference}")
     renders = []
     for data, role, prefix in ((base, "change_baseline", "change_baseline_"), (moved, "change", "change_")):
         renders += render_volume(data, data > float(data.mean()), spacing, p, Path(job.out_dir), Path(job.final_dir),

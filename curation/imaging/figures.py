@@ -10,7 +10,7 @@ import numpy as np
 
 from curation.records import relpath
 from curation.report import Outcome
-from curation.schema import Render
+from curation.schema import FigureQC, Render
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class FigureResult:
     """A rendered figure: its render (``schema.Render`` fields) and its QC row."""
 
     render: Render
-    qc: dict[str, Any]
+    qc: FigureQC
 
 
 def process_figure(task: FigureTask) -> Outcome[FigureResult]:
@@ -63,5 +63,5 @@ def process_figure(task: FigureTask) -> Outcome[FigureResult]:
     flags = ["tiny_image"] if min(img.size) < 64 else []
     return Outcome.success(FigureResult(
         render=Render(plane="figure", path=relpath(Path(task.final)), role="figure"),
-        qc={"width": img.width, "height": img.height, "mean": round(float(arr.mean()), 3), "flags": flags,
-            "pass": not flags}))
+        qc=FigureQC(width=img.width, height=img.height, mean=round(float(arr.mean()), 3), flags=flags,
+                    passed=not flags)))

@@ -35,7 +35,7 @@ from curation.paths import OUTSIDE_INPUT, readable, safe_name
 from curation.paths import input_rel as _in_rel
 from curation.records import relpath, staged_dir
 from curation.report import Outcome, Report
-from curation.schema import Case, Render, Series, Step
+from curation.schema import Case, LesionChange, Render, Series, SeriesQC, Step
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,9 @@ class SeriesResult:
     shape: tuple[int, ...]
     orientation: str
     renders: list[Render]
-    qc: dict[str, Any]
+    qc: SeriesQC
     steps: list[Step]
-    sidecar: dict[str, Any]
+    sidecar: dict[str, Any]  # steps.base.VolumeSidecar.record(): the acquisition's keys are the source's
 
 
 def process_series(task: SeriesTask) -> Outcome[SeriesResult]:
@@ -80,7 +80,8 @@ def _process_series(task: SeriesTask) -> Outcome[SeriesResult]:
             ctx.fit.close()
     return Outcome.success(SeriesResult(nifti=relpath(Path(task.final_dir) / "volume.nii.gz"), spacing=ctx.spacing,
                                         shape=tuple(int(s) for s in img.shape), orientation="RAS",
-                                        renders=ctx.renders, qc=ctx.qc, steps=records, sidecar=ctx.sidecar))
+                                        renders=ctx.renders, qc=ctx.qc, steps=records,
+                                        sidecar=ctx.sidecar.record() if ctx.sidecar is not None else {}))
 
 
 def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, scheduler: str | None = None,
@@ -117,11 +118,11 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
                                    strict=True):
             report.inputs += 1
             if not report.record(_in_rel(s.files[0], src) if s.files else s.series_id, res):
-                s.qc = {"pass": False, "flags": [res.reason]}
+                s.qc = SeriesQC(passed=False, flags=[res.reason])
                 continue
             _take_series(s, res.value)
             report.outputs += 1
-            report.counts["series_qc_flagged"] += int(not s.qc["pass"])
+            report.counts["series_qc_flagged"] += int(not s.qc.passed)
         if params.register_to_t1:
             _register_visits(cases, series_tasks, params, workers, scheduler, report)
         elif params.key_slices and params.targets_from_t1:
@@ -132,7 +133,8 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
             _change_visits(cases, series_tasks, params, workers, scheduler, report)
         for _, s in series_tasks:
             if s.renders:
-                qc_rows.append({"kind": "series", "id": s.series_id, **s.qc, "thumbnail": s.renders[0].path})
+                qc_rows.append({"kind": "series", "id": s.series_id, **s.qc.model_dump(),
+                                "thumbnail": s.renders[0].path})
         for (_fig_task, fig), res in zip(figure_tasks, run_contained(process_figure, [t for t, _ in figure_tasks]),
                                      strict=True):
             report.inputs += 1
@@ -141,10 +143,12 @@ def run(params: NormalizeParams, src: Path, dst: Path, *, workers: int = 1, sche
                 continue
             shown: FigureResult = res.value
             fig.renders = [shown.render]
-            # deidentify's masking, and the figure a panel was cut from (ingest)
-            fig.qc = {**{k: v for k, v in fig.qc.items() if k in ("pixel_text", "panel_of")}, **shown.qc}
+            # what rendering measured, with deidentify's masking and the figure a panel was cut from (ingest)
+            kept = {k: getattr(fig.qc, k) for k in ("pixel_text", "panel_of") if k in fig.qc.model_fields_set}
+            fig.qc = shown.qc.model_copy(update=kept)
             report.outputs += 1
-            qc_rows.append({"kind": "figure", "id": fig.figure_id, **shown.qc, "thumbnail": shown.render.path})
+            qc_rows.append({"kind": "figure", "id": fig.figure_id, **shown.qc.model_dump(),
+                            "thumbnail": shown.render.path})
         for case in cases:
             case.provenance.stages["normalize"] = VERSION
         write_jsonl(staging / "cases.jsonl", cases)
@@ -169,7 +173,7 @@ def _tasks(cases: list[Case], params: NormalizeParams, staging: Path, dst: Path,
                 series_tasks.append((SeriesTask(s.format, s.files, params, str(staging / rel), str(dst / rel),
                                                 s.sequence, threads, s.lesion_mask), s))
         for fig in case.figures:
-            if fig.path and fig.qc.get("pixel_text", {}).get("review"):
+            if fig.path and fig.qc.pixel_text is not None and fig.qc.pixel_text.review:
                 # burned-in text deidentify could not read with confidence: no render, so no item shows it
                 # until a reviewer has looked (deidentify's quarantine lists it as skipped:pixel_text_review)
                 report.counts["figures_held_for_pixel_review"] += 1
@@ -207,18 +211,19 @@ def _register_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any
                 t, r = staged[id(s)], staged[id(ref)]
                 jobs.append((RegisterTask(params, str(Path(r.out_dir) / "volume.nii.gz"),
                                           str(Path(t.out_dir) / "volume.nii.gz"), t.out_dir, t.final_dir,
-                                          ref.series_id, s.sequence, s.qc.get("planes_refused_reason") or {}), s))
+                                          ref.series_id, s.sequence, s.qc.planes_refused_reason), s))
     for (job, s), res in zip(jobs, pmap(register_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
                              strict=True):
         if not res.ok:
             report.counts[f"registration_failed:{s.series_id}"] += 1
-            s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "registration_failed"]}
+            s.qc.flag("registration_failed")
             continue
         reg: Registered = res.value
         s.renders = list(reg.renders)
         s.spacing, s.shape = reg.spacing, reg.shape
         s.provenance.append(reg.step)
-        s.qc = {**reg.qc, "registered_to": job.reference}
+        s.qc = reg.qc
+        s.qc.registered_to = job.reference
         report.counts["series_registered"] += 1
 
 
@@ -231,7 +236,7 @@ def _carry_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]],
     jobs: list[tuple[CarryTask, Any]] = []
     for case in cases:
         for visit in case.visits:
-            ref = next((s for s in visit.series if s.sequence == "T1w" and s.nifti and s.qc.get("targets")), None)
+            ref = next((s for s in visit.series if s.sequence == "T1w" and s.nifti and s.qc.targets), None)
             if ref is None:
                 continue
             for s in visit.series:
@@ -241,29 +246,29 @@ def _carry_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]],
                 window = next((x.window for x in s.renders if x.window), None)
                 jobs.append((CarryTask(params, str(Path(r.out_dir) / "volume.nii.gz"),
                                        str(Path(t.out_dir) / "volume.nii.gz"), t.out_dir, t.final_dir, ref.series_id,
-                                       s.sequence, s.qc.get("planes_refused_reason") or {},
-                                       targets=ref.qc["targets"], own=s.qc.get("targets") or [],
+                                       s.sequence, s.qc.planes_refused_reason,
+                                       targets=ref.qc.targets, own=s.qc.targets,
                                        window=window), s))
     for (job, s), res in zip(jobs, pmap(carry_series, [j for j, _ in jobs], workers=workers, scheduler=scheduler),
                              strict=True):
         if not res.ok:
             report.counts["target_carry_failed"] += 1
-            s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "target_carry_failed"]}
+            s.qc.flag("target_carry_failed")
             continue
         got: Carried = res.value
         placed, missed = got.targets, got.missed
-        carried = {t["target"] for t in placed} | set(missed)
+        carried = {t.target for t in placed} | set(missed)
         new = list(got.renders)
         kept = {Path(r.path).name for r in new}
         for r in s.renders:  # the own fit's renders of a carried target go, unless the carried one is the same file
             if r.role == "target" and r.target in carried and Path(r.path).name not in kept:
                 (Path(job.out_dir) / Path(r.path).name).unlink(missing_ok=True)
         s.renders = [r for r in s.renders if not (r.role == "target" and r.target in carried)] + new
-        anatomy = dict(s.qc.get("anatomy") or {})
-        anatomy["not_located"] = {**{k: v for k, v in (anatomy.get("not_located") or {}).items()
-                                     if k not in carried}, **missed}
-        s.qc = {**s.qc, "anatomy": {**anatomy, "targets_from": job.reference},
-                "targets": [t for t in s.qc.get("targets") or [] if t.get("target") not in carried] + placed}
+        anatomy = s.qc.anatomy.model_copy()
+        anatomy.not_located = {**{k: v for k, v in anatomy.not_located.items() if k not in carried}, **missed}
+        anatomy.targets_from = job.reference
+        s.qc.anatomy = anatomy
+        s.qc.targets = [t for t in s.qc.targets if t.target not in carried] + placed
         s.provenance.append(got.step)
         report.counts["series_targets_from_t1"] += 1
 
@@ -281,14 +286,14 @@ def _pair_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], 
             continue
         base_visit = visits[0]
         base = next(s for s in base_visit.series if s.sequence == "T1w" and s.nifti)
-        targets = base.qc.get("targets") or []  # the baseline's placements (the montage's slices included)
+        targets = base.qc.targets  # the baseline's placements (the montage's slices included)
         if not targets:
             continue
         window = next(r.window for r in base.renders if r.role == "target" and r.window)
         for visit in visits[1:]:
             s = next(x for x in visit.series if x.sequence == "T1w" and x.nifti)
             t, r = staged[id(s)], staged[id(base)]
-            refused = {**(base.qc.get("planes_refused_reason") or {}), **(s.qc.get("planes_refused_reason") or {})}
+            refused = {**base.qc.planes_refused_reason, **s.qc.planes_refused_reason}
             jobs.append((PairTask(params, str(Path(r.out_dir) / "volume.nii.gz"),
                                   str(Path(t.out_dir) / "volume.nii.gz"), t.out_dir, t.final_dir, base.series_id,
                                   refused=refused, reference_visit=base_visit.visit_id, targets=targets,
@@ -297,12 +302,12 @@ def _pair_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]], 
                              strict=True):
         if not res.ok:
             report.counts["longitudinal_registration_failed"] += 1
-            s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), "longitudinal_registration_failed"]}
+            s.qc.flag("longitudinal_registration_failed")
             continue
         paired: Paired = res.value
         s.renders.extend(paired.renders)
         s.provenance.append(paired.step)
-        s.qc = {**s.qc, "paired_with": job.reference}
+        s.qc.paired_with = job.reference
         report.counts["series_paired_to_baseline"] += 1
 
 
@@ -333,13 +338,13 @@ def _change_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]]
                                                  scheduler=scheduler), strict=True):
         if not res.ok:
             report.counts["lesion_change_failed"] += 1
-            s.qc = {**s.qc, "flags": [*s.qc.get("flags", []), res.reason]}
+            s.qc.flag(res.reason)
             continue
         got: Changed = res.value
         s.provenance.append(got.step)
         if got.change is None:
             report.counts["lesion_change_none"] += 1
-            s.qc = {**s.qc, "change": {"found": None, "reference": job.reference}}
+            s.qc.change = LesionChange(found=None, reference=job.reference)
             continue
         c = got.change
         # each render on the series it shows (the baseline's slice is the baseline's, though written beside the
@@ -347,10 +352,9 @@ def _change_visits(cases: list[Case], series_tasks: list[tuple[SeriesTask, Any]]
         for shown in got.renders:
             (base if shown.role == "change_baseline" else s).renders.append(shown)
         baseline_render = next(x.path for x in got.renders if x.role == "change_baseline")
-        s.qc = {**s.qc, "change": {"found": c.kind, "reference": job.reference, "reference_visit": job.reference_visit,
-                                   "baseline_render": baseline_render,
-                                   "centre_mm": c.centre_mm, "slice_index": c.slice_index,
-                                   "volume_mm3": c.volume_mm3, "contrast": c.contrast, "count": c.count}}
+        s.qc.change = LesionChange(found=c.kind, reference=job.reference, reference_visit=job.reference_visit,
+                                   baseline_render=baseline_render, centre_mm=c.centre_mm, slice_index=c.slice_index,
+                                   volume_mm3=c.volume_mm3, contrast=c.contrast, count=c.count)
         report.counts[f"lesion_change_{c.kind}"] += 1
 
 

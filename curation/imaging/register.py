@@ -17,7 +17,7 @@ from curation.imaging.steps.qc_metrics import volume_qc
 from curation.io.volumes import save_nifti
 from curation.params import NormalizeParams
 from curation.report import Outcome
-from curation.schema import Render, Step
+from curation.schema import Placement, Render, SeriesQC, Step
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class PairTask(RegisterTask):
     ``targets`` with its ``window``."""
 
     reference_visit: str = ""
-    targets: list[dict[str, Any]] = field(default_factory=list)
+    targets: list[Placement] = field(default_factory=list)
     window: tuple[float, float] | None = None  # the baseline's (lo, hi)
 
 
@@ -53,7 +53,7 @@ class Registered:
     spacing: tuple[float, ...]
     shape: tuple[int, ...]
     step: Step
-    qc: dict[str, Any]
+    qc: SeriesQC
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class Carried:
     missed (target -> why), and the provenance step."""
 
     renders: list[Render]
-    targets: list[dict[str, Any]]
+    targets: list[Placement]
     missed: dict[str, str]
     step: Step
 
@@ -112,10 +112,11 @@ def register_series(job: RegisterTask) -> Outcome[Registered]:
     params = [round(float(v), 4) for v in tx.GetParameters()] if hasattr(tx, "GetParameters") else []
     step = step_record("register_rigid", reference=job.reference, metric="MattesMI", final_metric=round(metric, 4),
                        transform=params)
-    return Outcome.success(Registered(
-        renders=renders, spacing=spacing, shape=tuple(int(v) for v in data.shape), step=step,
-        qc={**volume_qc(data, fg, spacing, VolumeInfo()), "planes_refused": sorted(refused),
-            "planes_refused_reason": refused, "anatomy": located.anatomy, "targets": located.targets}))
+    qc = volume_qc(data, fg, spacing, VolumeInfo())
+    qc.planes_refused, qc.planes_refused_reason = sorted(refused), refused
+    qc.anatomy, qc.targets = located.anatomy, located.targets
+    return Outcome.success(Registered(renders=renders, spacing=spacing, shape=tuple(int(v) for v in data.shape),
+                                      step=step, qc=qc))
 
 
 REGISTER_SPACING = 2.0  # mm: within-visit registrations run on copies at this spacing
@@ -149,8 +150,8 @@ class CarryTask(RegisterTask):
     T1w (``reference``): its ``targets``, and its own ``own`` placements and ``window``, as the normalize step made
     them."""
 
-    targets: list[dict[str, Any]] = field(default_factory=list)
-    own: list[dict[str, Any]] = field(default_factory=list)
+    targets: list[Placement] = field(default_factory=list)
+    own: list[Placement] = field(default_factory=list)
     window: tuple[float, float] | None = None
 
 
@@ -173,17 +174,17 @@ def carry_series(job: CarryTask) -> Outcome[Carried]:
     to_series = ras_matrix(tx)
     located_by = f"registered_to:{job.reference}"
     placed, missed = carry_targets(job.targets, to_series, moving_img.affine, data.shape, job.refused, located_by)
-    own = {t["target"]: t for t in job.own if t.get("centre_mm")}
-    offsets = {t["target"]: round(float(np.linalg.norm(np.subtract(t["centre_mm"], own[t["target"]]["centre_mm"]))), 2)
-               for t in placed if t["target"] in own}
+    own = {t.target: t.centre_mm for t in job.own if t.centre_mm}
+    offsets = {t.target: round(float(np.linalg.norm(np.subtract(t.centre_mm, own[t.target]))), 2)
+               for t in placed if t.target in own and t.centre_mm}  # every carried target has its centre
     disagree = {k: v for k, v in offsets.items() if v > CARRY_MAX_OFFSET_MM}
-    placed = [t for t in placed if t["target"] not in disagree]
+    placed = [t for t in placed if t.target not in disagree]
     spacing = tuple(round(float(z), 4) for z in moving_img.header.get_zooms()[:3])
     renders = render_volume(data, data > float(data.mean()), spacing, job.params, Path(job.out_dir),
                             Path(job.final_dir), targets=placed, refused=job.refused, window_override=job.window,
                             only_targets=True)
     step = step_record("carry_targets", reference=job.reference, metric="MattesMI", final_metric=round(metric, 4),
-                       spacing_mm=REGISTER_SPACING, carried=sorted(t["target"] for t in placed),
+                       spacing_mm=REGISTER_SPACING, carried=sorted(t.target for t in placed),
                        offset_from_own_mm=offsets, kept_own=sorted(disagree),
                        reference_to_series_ras=[[round(float(v), 5) for v in row] for row in to_series])
     return Outcome.success(Carried(renders, placed, missed, step))

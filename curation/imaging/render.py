@@ -16,7 +16,7 @@ from PIL import Image, ImageDraw
 
 from curation.params import NormalizeParams
 from curation.records import relpath, write_bytes
-from curation.schema import Render
+from curation.schema import Placement, Render
 
 PLANE_AXIS = {"sagittal": 0, "coronal": 1, "axial": 2}
 WINDOW_PERCENTILES = (1.0, 99.5)  # a volume's window: these percentiles of its foreground (the render step's record)
@@ -72,7 +72,7 @@ def montage(slices: list[Image.Image], cols: int, labels: tuple[str, str, str, s
 
 
 def render_volume(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], p: NormalizeParams, out_dir: Path,
-                  final_dir: Path, *, targets: list[dict[str, Any]] | None = None,
+                  final_dir: Path, *, targets: list[Placement] | None = None,
                   refused: dict[str, str] | None = None, window_override: tuple[float, float] | None = None,
                   role: str = "target",
                   prefix: str = "", only_targets: bool = False) -> list[Render]:
@@ -102,18 +102,20 @@ def render_volume(data: np.ndarray, fg: np.ndarray, spacing: tuple[float, ...], 
             renders.append(_render_montage(data, idxs, wlo, whi, spacing, out_dir, final_dir, "montage_axial.png",
                                            {"role": "montage", "window": win}))
     for t in targets or []:
-        plane = "axial" if t["plane"] == "montage" else t["plane"]
+        plane = "axial" if t.plane == "montage" else t.plane
         if plane in refused:
             continue
-        meta = {"role": role, "target": t["target"], "located_by": t["located_by"]}
-        if t["plane"] == "montage":
-            meta["position_mm"] = t["positions_mm"][len(t["positions_mm"]) // 2]
-            renders.append(_render_montage(data, t["slices"], wlo, whi, spacing, out_dir, final_dir,
-                                           f"{prefix}{t['target']}_montage.png", {**meta, "window": win}))
+        meta: dict[str, Any] = {"role": role, "target": t.target, "located_by": t.located_by}
+        if t.plane == "montage":
+            assert t.slices is not None and t.positions_mm is not None  # a montage is placed by its slices
+            meta["position_mm"] = t.positions_mm[len(t.positions_mm) // 2]
+            renders.append(_render_montage(data, t.slices, wlo, whi, spacing, out_dir, final_dir,
+                                           f"{prefix}{t.target}_montage.png", {**meta, "window": win}))
             continue
-        meta["position_mm"] = t["position_mm"]
-        renders.append(_render_slice(data, plane, t["slice_index"], wlo, whi, spacing, p, out_dir, final_dir, meta,
-                                     f"{prefix}{t['target']}_{plane}_{t['slice_index']:03d}.png"))
+        assert t.slice_index is not None  # any other target by its one slice
+        meta["position_mm"] = t.position_mm
+        renders.append(_render_slice(data, plane, t.slice_index, wlo, whi, spacing, p, out_dir, final_dir, meta,
+                                     f"{prefix}{t.target}_{plane}_{t.slice_index:03d}.png"))
     return renders
 
 

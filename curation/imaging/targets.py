@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from nibabel.affines import voxel_sizes
 
 from curation.params import NormalizeParams
-from curation.schema import MASK_LOCATED
+from curation.schema import MASK_LOCATED, Anatomy, Placement, PlaneFallback, VentricleMeasures
 
 PLANE_NORMAL = {"sagittal": 0, "coronal": 1, "axial": 2}
 AXIS_NAME = "xyz"
@@ -29,12 +29,12 @@ LESION_GRID_MM = 2.0  # lesions are searched on a 2 mm copy of the 1 mm volume (
 
 @dataclasses.dataclass
 class Located:
-    """Where a series' targets lie: the placed targets (each ``{target, plane, slice_index, position_mm,
-    located_by}``, the brain montage with ``slices``) and what the anatomy fit found (``not_located``: why each
-    target that is not placed is not; the fit's metric and measures), both as the series' QC records them."""
+    """Where a series' targets lie: the placed targets (the brain montage with ``slices``) and what the anatomy fit
+    found (``not_located``: why each target that is not placed is not; the fit's metric and measures), both as the
+    series' QC records them."""
 
-    targets: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    anatomy: dict[str, Any] = dataclasses.field(default_factory=dict)
+    targets: list[Placement] = dataclasses.field(default_factory=list)
+    anatomy: Anatomy = dataclasses.field(default_factory=Anatomy)
 
 
 def sampling_mm(affine: np.ndarray) -> tuple[float, float, float]:
@@ -96,8 +96,8 @@ def locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Normal
         with contextlib.ExitStack() as made:  # a fit made here is removed when location is done
             return _locate(data, affine, sequence, p, refused or {}, fit, mask, made)
     except Exception as exc:  # numpy/scipy/ITK raise many types on degenerate volumes
-        return Located(anatomy={"fit": "failed", "not_located": {
-            t: f"target location failed ({type(exc).__name__}: {str(exc)[:200]})" for t in sorted(p.targets)}})
+        return Located(anatomy=Anatomy(fit="failed", not_located={
+            t: f"target location failed ({type(exc).__name__}: {str(exc)[:200]})" for t in sorted(p.targets)}))
 
 
 def shown_plane(plane: str, refused: dict[str, str]) -> str | None:
@@ -112,37 +112,37 @@ CARRIED = ("hippocampus", "lateral_ventricles")  # point targets a visit's T1w p
 CARRY_MAX_OFFSET_MM = 20.0  # a carried target this far from the series' own placement means a failed registration
 
 
-def carry_targets(reference_targets: list[dict[str, Any]], to_series: np.ndarray, affine: np.ndarray,
+def carry_targets(reference_targets: list[Placement], to_series: np.ndarray, affine: np.ndarray,
                   shape: tuple[int, ...], refused: dict[str, str],
-                  located_by: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+                  located_by: str) -> tuple[list[Placement], dict[str, str]]:
     """The point targets of the visit's T1w placed on another sequence of the same visit: each centre mapped by
     ``to_series`` (the within-visit rigid registration, T1w mm -> series mm) and its slice taken on the series' own
     grid, in the plane its acquisition can show. The template is a T1w and fits a T1w best; a FLAIR's or T2w's own
     fit lands some mm off on an atrophic or posed head. Returns (placed, not placed: reason)."""
-    placed: list[dict[str, Any]] = []
+    placed: list[Placement] = []
     missed: dict[str, str] = {}
     for t in reference_targets:
-        name = t.get("target")
-        if name not in CARRIED or not t.get("centre_mm"):
+        name = t.target
+        if name not in CARRIED or not t.centre_mm:
             continue
-        wanted = (t.get("instead_of") or {}).get("plane") or t["plane"]
+        wanted = (t.instead_of.plane if t.instead_of else None) or t.plane
         plane = shown_plane(wanted, refused)
         if plane is None:
             missed[name] = f"no plane of this acquisition can show it ({refused[wanted]})"
             continue
         axis = PLANE_NORMAL[plane]
-        centre = (to_series @ np.append(np.asarray(t["centre_mm"], dtype=np.float64), 1.0))[:3]
+        centre = (to_series @ np.append(np.asarray(t.centre_mm, dtype=np.float64), 1.0))[:3]
         idx = slice_index(affine, shape, axis, centre)
         if idx is None:
             missed[name] = "the landmark lies outside the volume's field of view"
             continue
-        out = {"target": name, "plane": plane, "slice_index": idx,
-               "position_mm": slice_position(affine, shape, axis, idx, centre), "located_by": located_by,
-               "centre_mm": [round(float(v), 2) for v in centre]}
+        out = Placement(target=name, plane=plane, slice_index=idx,
+                        position_mm=slice_position(affine, shape, axis, idx, centre), located_by=located_by,
+                        centre_mm=[round(float(v), 2) for v in centre])
         if plane != wanted:
-            out["instead_of"] = {"plane": wanted, "reason": refused[wanted]}
-        elif "target_fraction" in t:  # area over brain area in the same plane through the same anatomy
-            out["target_fraction"] = t["target_fraction"]
+            out.instead_of = PlaneFallback(plane=wanted, reason=refused[wanted])
+        elif "target_fraction" in t.model_fields_set:  # area over brain area in the same plane through the same anatomy
+            out.target_fraction = t.target_fraction
         placed.append(out)
     return placed, missed
 
@@ -203,17 +203,17 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
             made: contextlib.ExitStack) -> Located:
     """Target placements for a normalized series. Each target is
     ``{target, plane, slice_index, position_mm, located_by}`` (the brain montage has ``slices`` instead); a target
-    that cannot be placed is left out and its reason listed in ``anatomy["not_located"]``."""
+    that cannot be placed is left out and its reason listed in ``anatomy.not_located``."""
     from curation.imaging import anatomy, templatefit
 
-    out = Located(anatomy={"template": "MNI152 2009a sym (nilearn)", "registration": "antspyx",
-                           "version": anatomy.VERSION, "not_located": {}})
+    out = Located(anatomy=Anatomy(template="MNI152 2009a sym (nilearn)", registration="antspyx",
+                                  version=anatomy.VERSION, not_located={}))
     wanted: set[str] = set(p.targets)
     if mask is not None and "lesion" in wanted:  # the source's mask is the truth: no finder, and no fit for it
         wanted.discard("lesion")
         placed, why = place_mask_lesion(mask, data, affine, p.lesion_small_mm3)
         if placed is None:
-            out.anatomy["not_located"]["lesion"] = why
+            out.anatomy.not_located["lesion"] = why
         else:
             out.targets.append(placed)
     if not wanted:
@@ -223,9 +223,9 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
             fit = templatefit.fit_template(data, affine, sequence)
             made.callback(fit.close)
     except Exception as exc:  # ITK raises on degenerate images
-        out.anatomy["fit"] = "failed"
-        out.anatomy["not_located"] = {t: f"template registration failed ({type(exc).__name__})"
-                                         for t in sorted(wanted)}
+        out.anatomy.fit = "failed"
+        out.anatomy.not_located = {t: f"template registration failed ({type(exc).__name__})"
+                                   for t in sorted(wanted)}
         return out
     on = _maps_on_series(data, affine, fit)
     wanted = _judge_fit(out, wanted, fit, on)
@@ -233,15 +233,15 @@ def _locate(data: np.ndarray, affine: np.ndarray, sequence: str | None, p: Norma
         from curation.imaging import ventricles
 
         ml, how = ventricles.measure(on.small, on.small_aff, sequence, fit)
-        out.anatomy["measures"] = ({"lateral_ventricles_ml": ml, "how": how} if ml is not None
-                                      else {"not_measured": {"lateral_ventricles": how}})
+        out.anatomy.measures = (VentricleMeasures(lateral_ventricles_ml=ml, how=how) if ml is not None
+                                else VentricleMeasures(not_measured={"lateral_ventricles": how}))
     _place_landmark_targets(out, wanted, fit, on, refused, affine, data.shape)
     if "brain" in wanted:
         _place_brain_montage(out, fit, affine, data.shape)
     if "lesion" in wanted:
         polarity = p.lesion_polarity.get(sequence or "")
         if polarity is None:
-            out.anatomy["not_located"]["lesion"] = f"no lesion contrast configured for sequence {sequence}"
+            out.anatomy.not_located["lesion"] = f"no lesion contrast configured for sequence {sequence}"
         elif sequence not in FLUID_LIKE:
             _place_lesions(out, on.small, on.small_aff, on.gm, on.wm, on.brain, on.vent, polarity, p, affine,
                            data.shape, on.fraction)
@@ -272,17 +272,20 @@ def _judge_fit(out: Located, wanted: set[str], fit: Any, on: _OnSeries) -> set[s
     if check is None and not (MIN_SCALE <= scale.min() and scale.max() <= MAX_SCALE):
         check = (f"the template fit is implausible (scaled {scale.min():.2f}..{scale.max():.2f}, outside "
                  f"{MIN_SCALE}..{MAX_SCALE})")
-    out.anatomy.update({"fit": "ok" if check is None else "refused", "metric": round(fit.metric, 4),
-                           "scale": [round(float(v), 3) for v in scale], **fit.record()})
+    a, made = out.anatomy, fit.record()
+    a.fit = "ok" if check is None else "refused"
+    a.metric, a.scale = round(fit.metric, 4), [round(float(v), 3) for v in scale]
+    a.library, a.presets, a.series_kind = made.library, made.presets, made.series_kind
+    a.template_to_series_ras = made.template_to_series_ras
     if check is None:
         return wanted
-    out.anatomy["fit_reason"] = check
-    out.anatomy["not_located"] = {t: check for t in sorted(wanted)}
+    out.anatomy.fit_reason = check
+    out.anatomy.not_located = {t: check for t in sorted(wanted)}
     if tissue is not None or "lesion" not in wanted:
         return set()
     # the landmarks cannot be trusted, but the series' own tissues lie where the fit puts them (the check above):
     # the lesion, found against those tissues, still can (a glioma's mass effect strains the fit's scale)
-    del out.anatomy["not_located"]["lesion"]
+    del out.anatomy.not_located["lesion"]
     return {"lesion"}
 
 
@@ -299,25 +302,25 @@ def _place_landmark_targets(out: Located, wanted: set[str], fit: Any, on: _OnSer
         t = targets[name]  # type: ignore[index]
         plane = shown_plane(t.plane, refused)
         if plane is None:
-            out.anatomy["not_located"][name] = f"no plane of this acquisition can show it ({refused[t.plane]})"
+            out.anatomy.not_located[name] = f"no plane of this acquisition can show it ({refused[t.plane]})"
             continue
         axis = PLANE_NORMAL[plane]
         point = _through_one_side(fit.to_series(np.array(list(t.landmarks.values()))), axis,
                                   lambda q, a=axis, n=name: on.fraction(on.regions[n], a, q) or 0.0)
         idx = slice_index(affine, shape, axis, point)
         if idx is None:
-            out.anatomy["not_located"][name] = "the landmark lies outside the volume's field of view"
+            out.anatomy.not_located[name] = "the landmark lies outside the volume's field of view"
             continue
         shown = on.fraction(on.regions[name], axis, point)
         if shown == 0:  # the slice misses the target's region: a render of it would not show it
-            out.anatomy["not_located"][name] = f"the {plane} slice through it does not cut its region"
+            out.anatomy.not_located[name] = f"the {plane} slice through it does not cut its region"
             continue
-        placed = {"target": name, "plane": plane, "slice_index": idx,
-                  "position_mm": slice_position(affine, shape, axis, idx, point),
-                  "located_by": "atlas_registration", "target_fraction": shown,
-                  "centre_mm": [round(float(v), 2) for v in point]}
+        placed = Placement(target=name, plane=plane, slice_index=idx,
+                           position_mm=slice_position(affine, shape, axis, idx, point),
+                           located_by="atlas_registration", target_fraction=shown,
+                           centre_mm=[round(float(v), 2) for v in point])
         if plane != t.plane:
-            placed["instead_of"] = {"plane": t.plane, "reason": refused[t.plane]}
+            placed.instead_of = PlaneFallback(plane=t.plane, reason=refused[t.plane])
         out.targets.append(placed)
 
 
@@ -330,11 +333,11 @@ def _place_brain_montage(out: Located, fit: Any, affine: np.ndarray, shape: tupl
     found_idx = [slice_index(affine, shape, 2, lo + f * (hi - lo)) for f in np.linspace(0.0, 1.0, 9)]
     idxs = [i for i in found_idx if i is not None]
     if len(idxs) < len(found_idx):
-        out.anatomy["not_located"]["brain"] = "the brain is not wholly inside the volume's field of view"
+        out.anatomy.not_located["brain"] = "the brain is not wholly inside the volume's field of view"
     else:
-        out.targets.append({"target": "brain", "plane": "montage", "slices": idxs,
-                               "positions_mm": [slice_position(affine, shape, 2, i) for i in idxs],
-                               "located_by": "atlas_registration"})
+        out.targets.append(Placement(target="brain", plane="montage", slices=idxs,
+                                     positions_mm=[slice_position(affine, shape, 2, i) for i in idxs],
+                                     located_by="atlas_registration"))
 
 
 def _place_fluid_lesion(out: Located, on: _OnSeries, polarity: str, p: NormalizeParams, affine: np.ndarray,
@@ -347,17 +350,17 @@ def _place_fluid_lesion(out: Located, on: _OnSeries, polarity: str, p: Normalize
                                 min_voxels=max(2, int(np.ceil(p.lesion_min_mm3 / voxel_mm3))),
                                 exclude=on.vent > 0.2, deep_white_only=True)
     if found is None:
-        out.anatomy["not_located"]["lesion"] = "no cluster of outlying voxels reaches the minimum size"
+        out.anatomy.not_located["lesion"] = "no cluster of outlying voxels reaches the minimum size"
         return
     centre = on.small_aff @ np.append(found.centroid_vox, 1.0)
     idx = slice_index(affine, shape, 2, centre[:3])
     if idx is not None:
-        out.targets.append({"target": "lesion", "plane": "axial", "slice_index": idx,
-                               "position_mm": slice_position(affine, shape, 2, idx, centre[:3]),
-                               "located_by": f"intensity_outlier:{polarity}",
-                               "volume_mm3": round(found.voxels * voxel_mm3, 1),
-                               "target_fraction": on.fraction(found.mask.astype(np.float32), 2, centre[:3]),
-                               "centre_mm": [round(float(v), 2) for v in centre[:3]]})
+        out.targets.append(Placement(target="lesion", plane="axial", slice_index=idx,
+                                     position_mm=slice_position(affine, shape, 2, idx, centre[:3]),
+                                     located_by=f"intensity_outlier:{polarity}",
+                                     volume_mm3=round(found.voxels * voxel_mm3, 1),
+                                     target_fraction=on.fraction(found.mask.astype(np.float32), 2, centre[:3]),
+                                     centre_mm=[round(float(v), 2) for v in centre[:3]]))
 
 
 ONE_SIDE_SHARE = 0.9  # a slice's lesion lies on one side where at least this share of its area does ...
@@ -365,7 +368,7 @@ BOTH_SIDES_SHARE = 0.2  # ... and on both where each side holds at least this sh
 
 
 def place_mask_lesion(mask: np.ndarray, data: np.ndarray, affine: np.ndarray,
-                      small_mm3: float) -> tuple[dict[str, Any] | None, str]:
+                      small_mm3: float) -> tuple[Placement | None, str]:
     """The lesion target as the source's mask gives it (on the series' grid): the axial slice showing the most
     lesion, the count of lesions (26-connected parts of at least ``small_mm3``), the largest and smallest of them,
     the mask's whole volume, and the side of the brain the slice's lesion lies on (the brain's midline in that
@@ -392,30 +395,33 @@ def place_mask_lesion(mask: np.ndarray, data: np.ndarray, affine: np.ndarray,
     xs = world_x(inside)
     midline = (np.percentile(xs, 1) + np.percentile(xs, 99)) / 2.0
     right = float((world_x(cut) > midline).mean())  # RAS: x grows to the patient's right
-    side = ("right" if right >= ONE_SIDE_SHARE else "left" if right <= 1 - ONE_SIDE_SHARE
-            else "bilateral" if min(right, 1 - right) >= BOTH_SIDES_SHARE else None)
+    side: Literal["left", "right", "bilateral"] | None = (
+        "right" if right >= ONE_SIDE_SHARE else "left" if right <= 1 - ONE_SIDE_SHARE
+        else "bilateral" if min(right, 1 - right) >= BOTH_SIDES_SHARE else None)
     largest = labels == kept[0]
-    placed: dict[str, Any] = {
-        "target": "lesion", "plane": "axial", "slice_index": idx,
-        "position_mm": slice_position(affine, data.shape, 2, idx, centre), "located_by": MASK_LOCATED,
-        "volume_mm3": round(float(sizes[kept[0] - 1]) * voxel_mm3, 1), "count": len(kept),
-        "largest_mm3": round(float(sizes[kept[0] - 1]) * voxel_mm3, 1),
-        "smallest_mm3": round(float(sizes[kept[-1] - 1]) * voxel_mm3, 1),
-        "total_mm3": round(float(sizes.sum()) * voxel_mm3, 1),  # the whole mask: its lesion load
-        "largest_centre_mm": [round(float(v), 2) for v in (affine @ np.append(np.argwhere(largest).mean(axis=0),
-                                                                               1.0))[:3]],
-        "target_fraction": round(float(len(cut)) / max(int(body.sum()), 1), 4),
-        "centre_mm": [round(float(v), 2) for v in centre]}
+    placed = Placement(
+        target="lesion", plane="axial", slice_index=idx,
+        position_mm=slice_position(affine, data.shape, 2, idx, centre), located_by=MASK_LOCATED,
+        volume_mm3=round(float(sizes[kept[0] - 1]) * voxel_mm3, 1), count=len(kept),
+        largest_mm3=round(float(sizes[kept[0] - 1]) * voxel_mm3, 1),
+        smallest_mm3=round(float(sizes[kept[-1] - 1]) * voxel_mm3, 1),
+        total_mm3=round(float(sizes.sum()) * voxel_mm3, 1),  # the whole mask: its lesion load
+        largest_centre_mm=[round(float(v), 2) for v in (affine @ np.append(np.argwhere(largest).mean(axis=0),
+                                                                            1.0))[:3]],
+        target_fraction=round(float(len(cut)) / max(int(body.sum()), 1), 4),
+        centre_mm=[round(float(v), 2) for v in centre])
     if side is not None:
-        placed["laterality"] = side
-    placed.update(_in_plane_size(lesion[:, :, idx], affine, data.shape))
+        placed.laterality = side
+    placed.fov_mm, diameter = _in_plane_size(lesion[:, :, idx], affine, data.shape)
+    if diameter is not None:
+        placed.diameter_mm = diameter
     return placed, ""
 
 
 ONE_PART_SHARE = 0.9  # a slice's lesion is one lesion where its largest in-plane part holds this share of its area
 
 
-def _in_plane_size(cut: np.ndarray, affine: np.ndarray, shape: tuple[int, ...]) -> dict[str, float]:
+def _in_plane_size(cut: np.ndarray, affine: np.ndarray, shape: tuple[int, ...]) -> tuple[float, float | None]:
     """The width of the axial slice's field of view (left to right, mm) and, where the slice's lesion is one part
     (``ONE_PART_SHARE``), its largest in-plane diameter (mm, between the outer edges of its pixels): what a reader
     measures on the slice, given the field of view."""
@@ -423,11 +429,11 @@ def _in_plane_size(cut: np.ndarray, affine: np.ndarray, shape: tuple[int, ...]) 
     from scipy.spatial import ConvexHull, QhullError
 
     spacing = voxel_sizes(affine)
-    out = {"fov_mm": round(float(shape[0] * spacing[0]), 1)}
+    fov = round(float(shape[0] * spacing[0]), 1)
     parts, n = ndimage.label(cut, structure=np.ones((3, 3), bool))
     areas = np.bincount(parts.ravel(), minlength=n + 1)[1:]
     if n == 0 or areas.max() < ONE_PART_SHARE * areas.sum():
-        return out
+        return fov, None
     basis = np.linalg.qr(affine[:3, :2])[0]  # the slice's plane, orthonormal: distances kept in 2 coordinates
     pts = np.argwhere(parts == int(np.argmax(areas)) + 1) @ affine[:3, :2].T @ basis
     try:
@@ -435,11 +441,10 @@ def _in_plane_size(cut: np.ndarray, affine: np.ndarray, shape: tuple[int, ...]) 
     except (QhullError, ValueError):  # a line or a point: every pixel is a hull point
         pass
     far = float(np.sqrt(((pts[:, None, :] - pts[None, :, :]) ** 2).sum(axis=-1)).max()) if len(pts) > 1 else 0.0
-    out["diameter_mm"] = round(far + float(spacing[:2].mean()), 1)
-    return out
+    return fov, round(far + float(spacing[:2].mean()), 1)
 
 
-def tell_mask_lobe(placed: dict[str, Any], mask: np.ndarray, data: np.ndarray, affine: np.ndarray, fit: Any) -> None:
+def tell_mask_lobe(placed: Placement, mask: np.ndarray, data: np.ndarray, affine: np.ndarray, fit: Any) -> None:
     """Add to a mask-placed lesion the lobes its voxels lie in (the AAL2 lobes of lobes.yaml carried onto the series
     by its anatomy fit): ``lobes_in_slice`` and ``lobes`` (shares of the shown slice's lesion and of the whole mask)
     and ``lobe`` where lobes.told_lobe names one, with the lobes the image rules out (``lobes_ruled_out``)."""
@@ -457,14 +462,13 @@ def tell_mask_lobe(placed: dict[str, Any], mask: np.ndarray, data: np.ndarray, a
         return codes[tuple(near.T)]
 
     whole = np.argwhere(mask > 0)
-    idx = int(placed["slice_index"])
-    in_slice = whole[whole[:, 2] == idx]
-    placed["lobes_in_slice"] = lobes.lobe_shares(lobe_codes(in_slice))
-    placed["lobes"] = lobes.lobe_shares(lobe_codes(whole))
-    lobe = lobes.told_lobe(placed["lobes_in_slice"], placed["lobes"])
+    in_slice = whole[whole[:, 2] == placed.slice_index]
+    placed.lobes_in_slice = lobes.lobe_shares(lobe_codes(in_slice))
+    placed.lobes = lobes.lobe_shares(lobe_codes(whole))
+    lobe = lobes.told_lobe(placed.lobes_in_slice, placed.lobes)
     if lobe is not None:
-        placed["lobe"] = lobe
-        placed["lobes_ruled_out"] = lobes.ruled_out(placed["lobes_in_slice"], lobe)
+        placed.lobe = lobe
+        placed.lobes_ruled_out = lobes.ruled_out(placed.lobes_in_slice, lobe)
 
 
 def _through_one_side(points: np.ndarray, axis: int, shown: Any) -> np.ndarray:
@@ -491,26 +495,25 @@ def _place_lesions(out: Located, small: np.ndarray, small_aff: np.ndarray, gm: n
                                  small_voxels=max(2, int(np.ceil(p.lesion_small_mm3 / voxel_mm3))),
                                  ventricles=vent)
     if found is None:
-        out.anatomy["not_located"]["lesion"] = "the grown clusters of outlying voxels do not reach the minimum size"
+        out.anatomy.not_located["lesion"] = "the grown clusters of outlying voxels do not reach the minimum size"
         return
     centre = (small_aff @ np.append(found.slice_centroid_vox, 1.0))[:3]
     idx = slice_index(affine, shape, 2, centre)
     if idx is None:
-        out.anatomy["not_located"]["lesion"] = "the lesion lies outside the volume's field of view"
+        out.anatomy.not_located["lesion"] = "the lesion lies outside the volume's field of view"
         return
-    largest = found.labels == 1
-    out.targets.append({"target": "lesion", "plane": "axial", "slice_index": idx,
-                           "position_mm": slice_position(affine, shape, 2, idx, centre),
-                           "located_by": f"intensity_outlier:{polarity}",
-                           "volume_mm3": round(found.voxels[0] * voxel_mm3, 1),
-                           "count": len(found.voxels),
-                           "largest_mm3": round(found.voxels[0] * voxel_mm3, 1),
-                           "smallest_mm3": round(found.voxels[-1] * voxel_mm3, 1),
-                           "total_mm3": round(sum(found.voxels) * voxel_mm3, 1),
-                           "largest_centre_mm": [round(float(v), 2) for v in
-                                                 (small_aff @ np.append(np.argwhere(largest).mean(axis=0), 1.0))[:3]],
-                           "target_fraction": fraction((found.labels > 0).astype(np.float32), 2, centre),
-                           "centre_mm": [round(float(v), 2) for v in centre]})
+    largest = (small_aff @ np.append(np.argwhere(found.labels == 1).mean(axis=0), 1.0))[:3]
+    out.targets.append(Placement(target="lesion", plane="axial", slice_index=idx,
+                                 position_mm=slice_position(affine, shape, 2, idx, centre),
+                                 located_by=f"intensity_outlier:{polarity}",
+                                 volume_mm3=round(found.voxels[0] * voxel_mm3, 1),
+                                 count=len(found.voxels),
+                                 largest_mm3=round(found.voxels[0] * voxel_mm3, 1),
+                                 smallest_mm3=round(found.voxels[-1] * voxel_mm3, 1),
+                                 total_mm3=round(sum(found.voxels) * voxel_mm3, 1),
+                                 largest_centre_mm=[round(float(v), 2) for v in largest],
+                                 target_fraction=fraction((found.labels > 0).astype(np.float32), 2, centre),
+                                 centre_mm=[round(float(v), 2) for v in centre]))
 
 
 def _separation(a: np.ndarray, b: np.ndarray) -> float:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from curation.imaging import fitcache
 from curation.imaging.anatomy import LANDMARKS, AnatomyError, TemplateMaps, template_file, template_maps
+from curation.schema import FitRecord
 
 REGISTRATION = Path(__file__).with_name("registration.yaml")
 
@@ -212,11 +213,11 @@ class Fit:
         except OSError:  # a folder that cannot be removed now costs disk, never the series' result
             pass
 
-    def record(self) -> dict[str, Any]:
-        """What the fit was, for the series' provenance (the linear part; the deformation is not written)."""
+    def record(self) -> FitRecord:
+        """What the fit was, for the series' provenance and QC (the linear part; the deformation is not written)."""
         p = registration_presets()
-        return {"library": "antspyx", "presets": f"registration.yaml v{p.version}", "series_kind": self.kind,
-                "template_to_series_ras": [[round(float(v), 5) for v in row] for row in self.matrix]}
+        return FitRecord(library="antspyx", presets=f"registration.yaml v{p.version}", series_kind=self.kind,
+                         template_to_series_ras=[[round(float(v), 5) for v in row] for row in self.matrix])
 
 
 def _linear_ras(path: str) -> np.ndarray:

@@ -15,7 +15,7 @@ from curation.figure_kinds import caption_kind
 from curation.ingest.base import IngestContext, path_digest
 from curation.ingest.panels import Panel, cut_figure, panel_captions
 from curation.paths import safe_name, unique_name
-from curation.schema import Case, Figure, Provenance, Publication, SourceName, attribution_of
+from curation.schema import Case, Figure, FigureQC, PanelOf, Provenance, Publication, SourceName, attribution_of
 
 XLINK = "{http://www.w3.org/1999/xlink}href"
 CC = re.compile(r"\bCC[- ]BY(?:[- ](?:NC|SA|ND))*(?:[- ]\d\.\d)?\b", re.IGNORECASE)
@@ -230,7 +230,7 @@ def _panel_figures(ctx: IngestContext, case_id: str, fig_id: str, label: str | N
         ctx.report.counts["panels_kind_from_caption" if kind.kind else "panels_without_kind"] += 1
         out.append(Figure(figure_id=pid, label=f"{label or 'Figure'} {panel.letter}", caption=panel.caption,
                           path=ctx.write(data, case_id, f"{pid}.png"), **kind.model_dump(),
-                          qc={"panel_of": {"figure_id": fig_id, "letter": panel.letter, "box": list(panel.box)}}))
+                          qc=FigureQC(panel_of=PanelOf(figure_id=fig_id, letter=panel.letter, box=list(panel.box)))))
     return out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from curation.imaging.convert import VolumeInfo
 from curation.imaging.targets import Located
 from curation.params import NormalizeParams
 from curation.report import Outcome
-from curation.schema import Render, Step
+from curation.schema import Deface, Render, SeriesQC, Step
 
 if TYPE_CHECKING:
     from curation.imaging.templatefit import Fit
@@ -45,17 +45,21 @@ class SeriesTask:
 
 
 @dataclass(frozen=True)
-class DefaceOutcome:
-    """What the deface step did: removed the face (``removed_voxels``), or found none to remove (``reason``)."""
+class VolumeSidecar:
+    """What the save step writes beside the volume (``volume.json``) and into the series' sidecar: the acquisition
+    parameters conversion read (``VolumeInfo.sidecar``: whichever the source's headers carry, so a mapping) and the
+    volume as saved."""
 
-    outcome: Literal["defaced", "face_free"]
-    reason: str | None = None
-    removed_voxels: int | None = None
+    acquisition: dict[str, float | str]
+    sequence: str | None
+    spacing: tuple[float, ...]
+    defaced: bool
+    orientation: str = "RAS"
 
     def record(self) -> dict[str, Any]:
-        """The series' QC entry: the outcome and what goes with it."""
-        return {k: v for k, v in (("outcome", self.outcome), ("reason", self.reason),
-                                  ("removed_voxels", self.removed_voxels)) if v is not None}
+        """The sidecar as written: the acquisition's keys, then the volume's (BIDS-style names)."""
+        return {**self.acquisition, "Sequence": self.sequence, "Orientation": self.orientation,
+                "Spacing": list(self.spacing), "Defaced": self.defaced}
 
 
 @dataclass
@@ -65,18 +69,18 @@ class SeriesContext:
 
     task: SeriesTask
     info: VolumeInfo = field(default_factory=VolumeInfo)
-    src_affine: Any = None  # the acquisition's sampling, before any resampling
-    deface: DefaceOutcome | None = None  # the deface step's outcome (and why), for the series' QC
+    src_affine: np.ndarray | None = None  # the acquisition's sampling, before any resampling
+    deface: Deface | None = None  # the deface step's outcome (and why), for the series' QC
     fit: Fit | None = None  # the anatomy fit (templatefit.Fit), made once and used by defacing and target location
     fit_failed: str | None = None
     fg: np.ndarray | None = None  # foreground mask of the volume before intensity normalization
     spacing: tuple[float, ...] = ()
-    sidecar: dict[str, Any] = field(default_factory=dict)
+    sidecar: VolumeSidecar | None = None
     sampling: tuple[float, ...] = ()
     refused: dict[str, str] = field(default_factory=dict)
     located: Located = field(default_factory=Located)
     renders: list[Render] = field(default_factory=list)
-    qc: dict[str, Any] = field(default_factory=dict)
+    qc: SeriesQC = field(default_factory=SeriesQC)
 
     @property
     def params(self) -> NormalizeParams:
@@ -93,6 +97,13 @@ class SeriesContext:
         if self.fg is None:
             raise RuntimeError("ctx.fg read before a step wrote it")
         return self.fg
+
+    @property
+    def source_affine(self) -> np.ndarray:
+        """``src_affine``, for a step that declares it reads it."""
+        if self.src_affine is None:
+            raise RuntimeError("ctx.src_affine read before a step wrote it")
+        return self.src_affine
 
 
 class Refused(Exception):

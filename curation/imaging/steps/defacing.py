@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 
 from curation.imaging.steps.base import (
-    DefaceOutcome,
     Refused,
     SeriesContext,
     declares,
@@ -17,7 +16,7 @@ from curation.imaging.steps.base import (
     wants_deface,
 )
 from curation.report import Outcome
-from curation.schema import Step
+from curation.schema import Deface, Step
 
 
 def _face_free(img: Any, ctx: SeriesContext) -> dict[str, Any] | None:
@@ -58,12 +57,12 @@ def deface(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
 
     free = _face_free(img, ctx)
     if free is not None:
-        ctx.deface = DefaceOutcome("face_free", reason=free["reason"])
+        ctx.deface = Deface(outcome="face_free", reason=free["reason"])
         return img, step_record("deface", DEFACE_VERSION, **free)
     try:
         img, summary = deface_image(img)
     except DefaceError as exc:  # a face that cannot be removed safely is never rendered
         raise Refused(Outcome.failure("deface_refused", str(exc))) from exc
-    ctx.deface = DefaceOutcome("defaced", removed_voxels=summary["removed_voxels"])
+    ctx.deface = Deface(outcome="defaced", removed_voxels=summary["removed_voxels"])
     return img, step_record("deface", DEFACE_VERSION, outcome="defaced",
                             **{k: v for k, v in summary.items() if k != "version"})

@@ -23,4 +23,4 @@ def fit_anatomy(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     except Exception as exc:  # ITK raises many types on degenerate volumes
         ctx.fit_failed = f"template registration failed ({type(exc).__name__}: {str(exc)[:200]})"
         return img, None
-    return img, step_record("fit_anatomy", templatefit.registration_presets().version, **ctx.fit.record())
+    return img, step_record("fit_anatomy", templatefit.registration_presets().version, **ctx.fit.record().model_dump())

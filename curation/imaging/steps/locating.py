@@ -14,7 +14,7 @@ def locate_targets(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
     from curation.imaging.targets import locate, refused_planes, sampling_mm
 
     p = ctx.params
-    ctx.sampling = sampling_mm(ctx.src_affine)
+    ctx.sampling = sampling_mm(ctx.source_affine)
     ctx.refused = refused_planes(ctx.sampling, p.max_reformat_spacing_mm, p.max_isotropic_reformat_mm)
     if not p.key_slices:
         return img, None
@@ -24,11 +24,11 @@ def locate_targets(img: Any, ctx: SeriesContext) -> tuple[Any, Step | None]:
         from curation.imaging.targets import tell_mask_lobe
 
         for placed in ctx.located.targets:
-            if placed.get("located_by") == MASK_LOCATED:
+            if placed.located_by == MASK_LOCATED:
                 tell_mask_lobe(placed, mask, voxel_data(img), img.affine, ctx.fit)
     if ctx.fit_failed:  # what the source's mask placed needs no fit
-        kept = [t for t in ctx.located.targets if t.get("located_by") == MASK_LOCATED]
-        ctx.located.anatomy.update(fit="failed", not_located={t: ctx.fit_failed for t in sorted(p.targets)
-                                                                  if not (t == "lesion" and kept)})
+        kept = [t for t in ctx.located.targets if t.located_by == MASK_LOCATED]
+        ctx.located.anatomy.fit = "failed"
+        ctx.located.anatomy.not_located = {t: ctx.fit_failed for t in sorted(p.targets) if not (t == "lesion" and kept)}
         ctx.located.targets = kept
-    return img, step_record("locate_targets", **dict(ctx.located.anatomy.items()))
+    return img, step_record("locate_targets", **ctx.located.anatomy.model_dump())

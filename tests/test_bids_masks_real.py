@@ -100,10 +100,10 @@ def test_the_lesion_render_lies_where_the_expert_mask_is_widest_with_its_count_a
             t = placed[0]
             k = int(round(float((np.linalg.inv(raw.affine) @ np.append(t.centre_mm, 1.0))[2])))
             assert area[k] >= 0.5 * area.max(), (s.series_id, k, int(area[k]), int(area.max()))
-            assert abs(t["total_mm3"] - volume) <= 0.02 * volume, (t["total_mm3"], volume)  # resampled, so about
+            assert t.total_mm3 is not None and abs(t.total_mm3 - volume) <= 0.02 * volume, (t.total_mm3, volume)
             parts, n = ndimage.label(mask, structure=np.ones((3, 3, 3), bool))
-            assert 1 <= t["count"] <= n
-            assert any(r.role == "target" and r.target == "lesion" and r.slice_index == t["slice_index"]
+            assert t.count is not None and 1 <= t.count <= n
+            assert any(r.role == "target" and r.target == "lesion" and r.slice_index == t.slice_index
                        for r in s.renders)
 
 

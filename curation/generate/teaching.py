@@ -220,9 +220,8 @@ def _agreeing(figs: list[Figure], case: Case, dx_table: Diagnoses, deficit: dict
         sentence = _finding_sentence(caption)
         if _INCIDENTAL.search(sentence):
             return None
-        left, right = bool(_LEFT.search(sentence)), bool(_RIGHT.search(sentence))
-        where = dx_table.structure(sentence)
-        return (where, "left" if left else "right") if where and left != right else None
+        side, where = _one_side(sentence), dx_table.structure(sentence)
+        return (where, side) if where and side else None
 
     said = {fold(g.caption): p for g in case.figures if (p := placed(g.caption))}
     drop: set[str] = set()
@@ -255,13 +254,12 @@ def _mechanism_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses,
     for g in figs:
         text = own_sentences(g)
         sentence = _finding_sentence(text)
-        left, right = bool(_LEFT.search(sentence)), bool(_RIGHT.search(sentence))
         placed = dx_table.structure_at(sentence)
         # (a structure whose lesion gives that deficit, the side its own: not an old or second lesion, an extension's
         # side or a second place's)
-        if g.plane not in ("axial", "coronal") or placed is None or left == right \
+        if g.plane not in ("axial", "coronal") or placed is None \
                 or placed[0] not in (deficit.get("structures") or []) \
-                or ("left" if left else "right") != deficit["hemisphere"] or not affirmed(sentence) \
+                or _one_side(sentence) != deficit["hemisphere"] or not affirmed(sentence) \
                 or _INCIDENTAL.search(sentence) or _SIDE_OF_EXTENSION.search(sentence) \
                 or not _SIDE_FOLDED.search(placed[1]) or deid_artefacts(text):
             continue
@@ -669,10 +667,15 @@ def _sides_said(case: Case) -> set[str]:
     for sentence in (x for t in texts for x in CLAUSES.split(t)):
         if not affirmed(sentence):
             continue  # (an old or incidental finding counts: a reader may take it for the principal one)
-        left, right = bool(_LEFT.search(sentence)), bool(_RIGHT.search(sentence))
-        if left != right:
-            said.add("left" if left else "right")
+        if side := _one_side(sentence):
+            said.add(side)
     return said
+
+
+def _one_side(sentence: str) -> str | None:
+    """The side ``sentence`` names, where it names one and not the other."""
+    left, right = bool(_LEFT.search(sentence)), bool(_RIGHT.search(sentence))
+    return None if left == right else "left" if left else "right"
 
 
 def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], case: Case, dx_table: Diagnoses,

@@ -74,6 +74,16 @@ def test_a_well_formed_item_passes_every_item_gate() -> None:
     assert check(item(0), load_synonyms(project_params().filter.lexicon)) == []
 
 
+def test_a_closed_question_may_offer_its_two_answers_and_no_fewer() -> None:
+    """Two options are all a closed question has (brighter or darker: its template's distractors say ``closed``);
+    an open set still needs three, and a closed one still two."""
+    synonyms = load_synonyms(project_params().filter.lexicon)
+    two = ["Brighter than the tissue around it", "Darker than the tissue around it"]
+    assert check(item(0, options=two, facts={"closed_options": True}), synonyms) == []
+    assert check(item(0, options=two), synonyms) == ["mcq_option_count"]
+    assert check(item(0, options=two[:1], facts={"closed_options": True}), synonyms) == ["mcq_option_count"]
+
+
 def test_filter_counts_rejections_by_reason_and_keeps_the_rest_with_splits(tmp_path: Path) -> None:
     fair = [item(n) for n in range(10)]  # letters balanced, equal-length options: no blind baseline beats chance
     residue = item(10, question="How would you grade the {{ finding }}?")

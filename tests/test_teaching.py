@@ -16,7 +16,7 @@ from curation.ingest import run
 from curation.jsonio import read_jsonl
 from curation.nlp.diagnoses import Diagnoses
 from curation.params import GenerateParams, IngestParams
-from curation.schema import Case, Diagnosis, Figure, Render, SourceName
+from curation.schema import Case, Diagnosis, Figure, FigureQC, Render, SourceName
 
 from .conftest import ROOT, SHARED
 
@@ -218,7 +218,7 @@ def test_the_compartment_key_is_the_tables_where_the_caption_agrees(dx: str, cap
 
 def _figures(dx: str, figs: list[tuple[str, str]]) -> Case:
     made = [Figure(figure_id=f"f{n:02d}", caption=caption, modality="CT" if kind.startswith("CT") else "MR",
-                   kind=kind, plane="axial",
+                   kind=kind, plane="axial", qc=FigureQC(width=512, height=512),
                    renders=[Render(plane="figure", role="figure", path=f"r/f{n:02d}.png", target="figure")])
             for n, (kind, caption) in enumerate(figs, 1)]
     return Case(case_id="medpix-t", source=SourceName.medpix, license="MedPix", figures=made,
@@ -740,3 +740,58 @@ def test_no_structure_where_the_description_places_a_second_lesion_elsewhere() -
     f: dict = {"image": {}}
     teaching_facts(f, _figures("Glioblastoma", [ct]), Diagnoses(DIAGNOSES), Counter())
     assert "key_caption" in f and "structure" not in f
+
+
+@pytest.mark.parametrize(("kind", "caption", "want"), [
+    ("T1", "Coronal T1 shows a hyperintense left putamen, consistent with hyperglycaemic striatopathy.", "Brighter"),
+    ("SWI", "Gradient echo image shows a low signal focus in the right thalamus from haemosiderin.", "Darker"),
+    ("CT", "Noncontrast CT shows a crescent-shaped hyperdense collection in the left subdural space.", "Brighter"),
+    # the brightness of a part (oedema, a rim) is not the abnormality's
+    ("T2", "Large mass in the left frontal lobe with surrounding hyperintense oedema.", None),
+    ("T2", "Cystic mass in the right cerebellum with a hypointense rim.", None),
+    # two brightnesses on one image, a negated or a doubted one, or one between two grades: no key
+    ("T1", "Mass in the vermis, hypointense, with a hyperintense focus of blood in the pons.", None),
+    ("T2", "Mass in the left temporal lobe without hyperintense signal.", None),
+    ("T2", "There may be a hyperintense lesion in the left thalamus.", None),
+    ("T1", "Hypointense to isointense extra-axial mass over the planum sphenoidale.", None),
+    # a post-contrast image's bright part is its enhancement
+    ("T1C", "Post-gadolinium T1 shows a hyperintense mass in the left frontal lobe.", None),
+])
+def test_the_brightness_of_a_finding_is_asked_where_its_caption_says_it_of_the_whole(kind: str, caption: str,
+                                                                                     want: str | None) -> None:
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Glioblastoma", [(kind, caption)]), Diagnoses(DIAGNOSES), Counter())
+    assert (f.get("signal") or "").split(" ")[0] == (want or "")
+    if want:
+        assert len(f["signal_options"]) == 1 and f["signal_options"][0] != f["signal"]
+        assert f["image"]["signal_figure"]["series_id"] == "f01"
+
+
+def test_no_brightness_is_asked_of_a_thumbnail() -> None:
+    case = _figures("Glioblastoma", [("FLAIR", "Axial FLAIR shows a hyperintense lesion in the right frontal lobe.")])
+    case.figures[0].qc = FigureQC(width=256, height=256)
+    f: dict = {"image": {}}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert "key_caption" in f and "signal" not in f
+
+
+def test_brightness_keys_stay_within_one_of_each_other() -> None:
+    """Bright findings are the commoner: a second "brighter" key waits for a "darker" one."""
+    asked: Counter[str] = Counter()
+    bright = "Axial FLAIR shows a hyperintense lesion in the right frontal lobe white matter."
+    made = []
+    for caption in (bright, bright, "Axial T1 shows a hypointense lesion in the left parietal lobe.", bright):
+        f: dict = {"image": {}}
+        teaching_facts(f, _figures("Glioblastoma", [("FLAIR" if "FLAIR" in caption else "T1", caption)]),
+                       Diagnoses(DIAGNOSES), asked)
+        made.append((f.get("signal") or "-").split(" ")[0])
+    assert made == ["Brighter", "-", "Darker", "Brighter"]
+
+
+@pytest.mark.parametrize(("dx", "history"), [
+    ("Idiopathic intracranial hypertension", "Obese woman with headache. Moderate optic disk edema 360 degrees OU."),
+    ("Methanol poisoning", "Alcoholic man found down. Profound metabolic acidosis and bilateral blindness."),
+    ("Acute ischaemic stroke", "Worst headache of his life. TTE and TEE both showed no clots."),
+])
+def test_a_history_that_gives_the_diagnosis_away_is_told_with_no_diagnosis_item(dx: str, history: str) -> None:
+    assert Diagnoses(DIAGNOSES).given_by(dx, history)

@@ -108,7 +108,9 @@ def write_medpix(root: Path) -> None:
             name = f"{case['uid']}_synpic{90000 + 10 * n + k}"
             vol = head(sequence, lesion=case["lesion"], seed=7000 + 10 * n + k, pathology=case["pathology"])
             buf = io.BytesIO()
-            Image.fromarray(axial_png_array(vol, z)).save(buf, format="PNG")
+            # (at three pixels a voxel, 354 by 480: a teaching file's figure is larger than a thumbnail, and the
+            # brightness item asks none of one under 320 pixels)
+            Image.fromarray(axial_png_array(vol, z, scale=3)).save(buf, format="PNG")
             write_bytes(root / "images" / f"{name}.png", buf.getvalue())
             names.append(name)
             descriptions.append({"Type": "MR", "U_id": case["uid"], "image": name, "Location": "Brain and Neuro",

@@ -38,6 +38,9 @@ class Distractors(BaseModel):
     model_config = ConfigDict(extra="forbid")
     table: str
     key: str | None = None
+    # the table lists every other answer the question has (brighter or darker): the options are all of them, so two
+    # may be all there are (the options gate asks three of an open set)
+    closed: bool = False
 
 
 class Template(BaseModel):
@@ -315,7 +318,8 @@ class Engine:
             answer_index=0 if options else None, reference_answer=reference, rationale=rationale, turns=turns,
             images=[e.image for e in evidence], evidence=evidence, context=ctx, visual_dims=visual,
             reasoning_dims=reasoning, template_id=t.id,
-            facts={**used, "visit": facts.get("visit_id"), "answer_facts": sorted(answers)},
+            facts={**used, "visit": facts.get("visit_id"), "answer_facts": sorted(answers),
+                   **({"closed_options": True} if t.distractors is not None and t.distractors.closed else {})},
             generator=Generator(kind="template", template_id=t.id, template_version=str(t.version), seed=seed),
             license=case.license, attribution=case.attribution, origin=case.origin,
             pixels_altered=any(_masked(case, e.series_id) for e in evidence if e.target == "figure"), status="draft",

@@ -35,7 +35,7 @@ IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequen
                "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "dx_figure",
                "pair_first", "pair_second", "kind_figure", "other_figure", "dx_figures",
                "compartment_figures", "baseline_change", "followup_change", "consult_figures", "group_figures",
-               "structure_figures", "side_figures", "mechanism_figure")
+               "structure_figures", "side_figures", "mechanism_figure", "signal_figure")
 
 
 class LesionFacts(BaseModel):
@@ -138,6 +138,9 @@ class Facts(BaseModel):
     side: str | None = None  # the side of the patient a described figure's finding lies on (teaching._side_facts)
     side_options: list[str] | None = None
     side_caption: str | None = None
+    signal: str | None = None  # how a figure's finding looks against the tissue around it (teaching._signal_facts)
+    signal_options: list[str] | None = None
+    signal_caption: str | None = None
     structure_caption: str | None = None  # the description the structure was read from
     consult_caption: str | None = None  # what the consult's images show (the key caption, or the group's)
     group_caption: str | None = None  # a caption written for two to six figures together (teaching._caption_group)

@@ -463,6 +463,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         _group_facts(f, group, dx_table, asked, (reported, reported_spanning))
         described.append((group, f["group_caption"]))
     _side_facts(f, described, case, dx_table, asked)
+    _signal_facts(f, scored, case, dx_table, asked)
     # (the key figure, else, or where only they show a kind that tells the disease, the figures of one caption,
     # where all that caption describes is shown: a consult's reference graded a montage's axial T2 and fat-saturated
     # T1 that its four images did not include, a clinical read)
@@ -726,6 +727,66 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], ca
     f["side_caption"] = clip(text, 600)
     f["image"]["side_figures"] = [_evidence(g) for g in figs]
 
+
+
+# how an abnormality looks against the tissue around it, in the words a caption says it with: brighter (signal,
+# density) or darker; "T1 shortening" and "T2 prolongation" say it only with the sequence, and are not read
+_BRIGHTER = re.compile(r"\b(hyperintens\w*|hyperdens\w*|hyperattenuat\w*|high(?:er)?[- ](?:signal|attenuation|density)|"
+                       r"increased (?:\w+ )?(?:signal|attenuation|density)|bright(?:er|ness)?)\b", re.I)
+_DARKER = re.compile(r"\b(hypointens\w*|hypodens\w*|hypoattenuat\w*|low(?:er)?[- ](?:signal|attenuation|density)|"
+                     r"decreased (?:\w+ )?(?:signal|attenuation|density)|dark(?:er)?|lucen\w*|blooming|"
+                     r"signal voids?)\b", re.I)
+# a sentence whose signal may be a part's, not the whole abnormality's (its oedema, rim, centre or a level in it), or
+# between two grades ("hypointense to isointense")
+_SIGNAL_OF_PART = re.compile(r"\b(iso-?\w*|o?edema|surround\w*|around|rim|ring|halo|capsule|wall|cent(?:er|re|ral)|"
+                             r"core|periph\w*|level|component|portion|part|nodul\w*|septa\w*|margin\w*)\b", re.I)
+# the kinds whose brightness a caption's word describes as it is (a post-contrast image's bright part is its
+# enhancement, an angiogram's its vessels)
+SIGNAL_KINDS = frozenset({"T1", "T2", "FLAIR", "DWI", "ADC", "SWI", "CT"})
+SIGNALS = {"brighter": "Brighter than the tissue around it", "darker": "Darker than the tissue around it"}
+# the short side a figure needs for its brightness to be asked: on MedPix's 256-pixel thumbnails clinical reads found
+# findings too faint to judge (items whose smallest image was under 400 pixels: 7 of 19 valid, against 70 of 101)
+SIGNAL_MIN_PIXELS = 320
+# how far the commoner answer may lead the other (most teaching findings are bright on T2 and FLAIR: a guesser that
+# always said "brighter" would otherwise beat the two options' chance)
+MAX_SIGNAL_LEAD = 1
+
+
+def _signal_of(fig: Figure) -> str | None:
+    """How the figure's own caption says its principal abnormality looks (brighter or darker), where it says it of
+    the whole abnormality, without doubt, and says no other brightness of anything on the image."""
+    text = own_sentences(fig)
+    found = _abnormal_sentences(text)
+    if not found or not _surely(found[0]) or _SIGNAL_OF_PART.search(found[0]):
+        return None
+    said = {name for name, pattern in (("brighter", _BRIGHTER), ("darker", _DARKER))
+            for sentence in CLAUSES.split(text)
+            for _, a in Context.default().mentions(sentence, pattern) if not (a["negated"] or a["hedged"])}
+    principal = {name for name, pattern in (("brighter", _BRIGHTER), ("darker", _DARKER)) if pattern.search(found[0])}
+    return principal.pop() if len(said) == 1 and principal == said else None
+
+
+def _signal_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx_table: Diagnoses,
+                  asked: Counter[str]) -> None:
+    """Whether the principal abnormality is brighter or darker than the tissue around it, asked of a figure (not a
+    post-contrast image or an angiogram) whose own caption says so of the whole abnormality and says no other
+    brightness, and is large enough to judge it; of several, the one whose answer has been the key least, the two
+    answers within one of each other."""
+    found = [(sig, fig) for fig in figs if fig.kind in SIGNAL_KINDS and _own_caption(fig, case)
+             and min(fig.qc.width or 0, fig.qc.height or 0) >= SIGNAL_MIN_PIXELS
+             and not deid_artefacts(fig.caption) and (sig := _signal_of(fig))]
+    if not found:
+        return
+    sig, fig = min(found, key=lambda x: asked[f"signal:{x[0]}"])
+    other = next(k for k in SIGNALS if k != sig)
+    if asked[f"signal:{sig}"] - asked[f"signal:{other}"] >= MAX_SIGNAL_LEAD:
+        return
+    asked[f"signal:{sig}"] += 1
+    f["signal"] = SIGNALS[sig]
+    f["signal_options"] = [SIGNALS[other]]
+    f["signal_caption"] = clip(own_sentences(fig), 600)
+    f["image"]["signal_figure"] = _evidence(fig)
+    _note_dims(f, fig, dx_table)
 
 _SIDE_FOLDED = re.compile(r"\b(?:left|right)\b")
 # a sentence that takes its finding on into a second structure ("occipital lobe with extension into the posterior

@@ -1,5 +1,6 @@
-"""Gate: a multiple-choice item offers 3 to 8 distinct options, exactly one of them the answer, and nothing but the
-image tells which: not its length, not the article before it, not a word of the history that only it repeats.
+"""Gate: a multiple-choice item offers 3 to 8 distinct options (2 where they are every answer its question has),
+exactly one of them the answer, and nothing but the image tells which: not its length, not the article before it,
+not a word of the history that only it repeats.
 A cue leaves the item well-formed (measured with its template); the others do not."""
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from curation.schema import Item, ItemFormat
 from curation.text import plain
 
 MIN_OPTIONS, MAX_OPTIONS = 3, 8
+# a closed question's options are every answer it has (its template's distractors say ``closed``): brighter or darker
+MIN_CLOSED_OPTIONS = 2
 
 
 def _article_cue(item: Item) -> bool:
@@ -50,7 +53,8 @@ def check(item: Item, synonyms: list[set[str]]) -> list[str]:
     distinct = {plain(o) for o in item.options}
     # a closed set of three real categories (left/right/bilateral, normal/mild/marked) is not padded with
     # implausible options; chance is one over the item's own option count
-    if not MIN_OPTIONS <= len(item.options) <= MAX_OPTIONS:
+    least = MIN_CLOSED_OPTIONS if item.facts.get("closed_options") else MIN_OPTIONS
+    if not least <= len(item.options) <= MAX_OPTIONS:
         reasons.append("mcq_option_count")
     if len(distinct) != len(item.options):
         reasons.append("mcq_duplicate_options")

@@ -754,6 +754,8 @@ def test_no_structure_where_the_description_places_a_second_lesion_elsewhere() -
     ("T2", "Mass in the left temporal lobe without hyperintense signal.", None),
     ("T2", "There may be a hyperintense lesion in the left thalamus.", None),
     ("T1", "Hypointense to isointense extra-axial mass over the planum sphenoidale.", None),
+    # a dark finding beside it (air by a thin subdural) may be taken for the principal one
+    ("CT", "CT shows a thin hyperdense subdural collection on the left. There is air in the subdural space.", None),
     # a post-contrast image's bright part is its enhancement
     ("T1C", "Post-gadolinium T1 shows a hyperintense mass in the left frontal lobe.", None),
 ])

@@ -740,6 +740,9 @@ _DARKER = re.compile(r"\b(hypointens\w*|hypodens\w*|hypoattenuat\w*|low(?:er)?[-
 # between two grades ("hypointense to isointense")
 _SIGNAL_OF_PART = re.compile(r"\b(iso-?\w*|o?edema|surround\w*|around|rim|ring|halo|capsule|wall|cent(?:er|re|ral)|"
                              r"core|periph\w*|level|component|portion|part|nodul\w*|septa\w*|margin\w*)\b", re.I)
+# a second finding that is dark on every image, which a reader may take for the principal one (the air beside a thin
+# subdural haematoma: "darker" was as defensible as its "brighter" key in two clinical reads)
+_DARK_BESIDE = re.compile(r"\b(air|gas|pneumo\w*)\b", re.I)
 # the kinds whose brightness a caption's word describes as it is (a post-contrast image's bright part is its
 # enhancement, an angiogram's its vessels)
 SIGNAL_KINDS = frozenset({"T1", "T2", "FLAIR", "DWI", "ADC", "SWI", "CT"})
@@ -757,7 +760,7 @@ def _signal_of(fig: Figure) -> str | None:
     the whole abnormality, without doubt, and says no other brightness of anything on the image."""
     text = own_sentences(fig)
     found = _abnormal_sentences(text)
-    if not found or not _surely(found[0]) or _SIGNAL_OF_PART.search(found[0]):
+    if not found or not _surely(found[0]) or _SIGNAL_OF_PART.search(found[0]) or _DARK_BESIDE.search(text):
         return None
     said = {name for name, pattern in (("brighter", _BRIGHTER), ("darker", _DARKER))
             for sentence in CLAUSES.split(text)

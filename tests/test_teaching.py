@@ -777,6 +777,24 @@ def test_no_brightness_is_asked_of_a_thumbnail() -> None:
     assert "key_caption" in f and "signal" not in f
 
 
+def test_a_thumbnail_beside_a_full_size_figure_is_not_shown() -> None:
+    """A case's 256-pixel thumbnail shows no finding where it has a full-size figure; a case of thumbnails keeps
+    them. (Which sequence a thumbnail is may still be asked: that needs no finding read on it.)"""
+    case = _figures("Glioblastoma", [("T2", "T2 weighted image: large hyperintense mass in the right frontal lobe."),
+                                     ("FLAIR", "FLAIR image: large hyperintense mass in the right frontal lobe.")])
+    case.figures[0].qc = FigureQC(width=256, height=256)
+    f: dict = {"image": {}}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    shown = {e["series_id"] for k, v in f["image"].items() if k != "kind_figure"
+             for e in (v if isinstance(v, list) else [v])}
+    assert shown and "f01" not in shown
+    case.figures[1].qc = FigureQC(width=256, height=256)
+    f = {"image": {}}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert "f01" in {e["series_id"] for k, v in f["image"].items() if k != "kind_figure"
+                     for e in (v if isinstance(v, list) else [v])}
+
+
 def test_brightness_keys_stay_within_one_of_each_other() -> None:
     """Bright findings are the commoner: a second "brighter" key waits for a "darker" one."""
     asked: Counter[str] = Counter()

@@ -70,6 +70,10 @@ _ORDINAL = ("first", "second", "third")
 # sequence is a common one still gets its item, little enough that the key stays a guess; the blind gate's
 # majority-answer guesser checks what is left
 MAX_SEQUENCE_LEAD = 3
+# the short side a figure needs for a finding to be read on it: on MedPix's 256-pixel thumbnails clinical reads found
+# findings too faint to judge (items whose smallest image was under 320 pixels: 5 of 10 valid in one read of 60,
+# against 40 of 50; under 400 pixels, 7 of 19 in two earlier reads, against 70 of 101)
+LEGIBLE_PIXELS = 320
 
 
 def teaching_case(case: Case) -> bool:
@@ -193,6 +197,18 @@ def _structure(caption: str, dx_table: Diagnoses) -> str | None:
     """Where the caption's principal finding lies (its first sentence naming a lesion, else an abnormality)."""
     found = _abnormal_sentences(caption)
     return dx_table.structure(found[0]) if found else None
+
+
+def _legible(figs: list[Figure]) -> list[Figure]:
+    """The figures large enough to read a finding on, where the case has any: a thumbnail beside a full-size figure
+    is left out (faint foci, a thin subdural, an infarct on a noisy ADC map: ``LEGIBLE_PIXELS``); a case of thumbnails
+    only keeps them."""
+    large = [g for g in figs if _short_side(g) >= LEGIBLE_PIXELS]
+    return large or figs
+
+
+def _short_side(fig: Figure) -> int:
+    return min(fig.qc.width or 0, fig.qc.height or 0)
 
 
 def _usable(fig: Figure, site: str | None) -> bool:
@@ -434,7 +450,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     elif dx and entry:
         _diagnosis_facts(f, case, dx_table, dx, entry, asked)
     deciding = set(entry.shown_by) if entry else set()
-    usable = _agreeing([fig for fig in case.figures if _usable(fig, site)], case, dx_table, deficit)
+    usable = _agreeing(_legible([fig for fig in case.figures if _usable(fig, site)]), case, dx_table, deficit)
     scored = [fig for _, _, fig in sorted(((caption_score(fig.caption), -n, fig) for n, fig in enumerate(usable)),
                                           key=lambda x: (x[0], x[1]), reverse=True)
               if _describes(fig.caption, dx_table)]
@@ -747,9 +763,6 @@ _DARK_BESIDE = re.compile(r"\b(air|gas|pneumo\w*)\b", re.I)
 # enhancement, an angiogram's its vessels)
 SIGNAL_KINDS = frozenset({"T1", "T2", "FLAIR", "DWI", "ADC", "SWI", "CT"})
 SIGNALS = {"brighter": "Brighter than the tissue around it", "darker": "Darker than the tissue around it"}
-# the short side a figure needs for its brightness to be asked: on MedPix's 256-pixel thumbnails clinical reads found
-# findings too faint to judge (items whose smallest image was under 400 pixels: 7 of 19 valid, against 70 of 101)
-SIGNAL_MIN_PIXELS = 320
 # how far the commoner answer may lead the other (most teaching findings are bright on T2 and FLAIR: a guesser that
 # always said "brighter" would otherwise beat the two options' chance)
 MAX_SIGNAL_LEAD = 1
@@ -776,7 +789,7 @@ def _signal_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx_table: D
     brightness, and is large enough to judge it; of several, the one whose answer has been the key least, the two
     answers within one of each other."""
     found = [(sig, fig) for fig in figs if fig.kind in SIGNAL_KINDS and _own_caption(fig, case)
-             and min(fig.qc.width or 0, fig.qc.height or 0) >= SIGNAL_MIN_PIXELS
+             and _short_side(fig) >= LEGIBLE_PIXELS
              and not deid_artefacts(fig.caption) and (sig := _signal_of(fig))]
     if not found:
         return

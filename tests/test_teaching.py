@@ -509,6 +509,9 @@ def test_a_finding_item_on_a_sagittal_image_grades_no_side() -> None:
     assert "inferior left frontal lobe" in f["key_caption"]
 
 
+ENHANCING_GBM = "Ring-enhancing mass with oedema in the left frontal lobe."
+
+
 def test_compartment_keys_spread_over_the_compartments() -> None:
     """Intra-axial diseases are most of a teaching file: one compartment leads the others by one at most, beyond
     its share."""
@@ -516,15 +519,14 @@ def test_compartment_keys_spread_over_the_compartments() -> None:
     keys = []
     for _ in range(4):
         f: dict = {"image": {}}
-        teaching_facts(f, _teaching("Glioblastoma", "Ring-enhancing mass with oedema in the left frontal lobe."), d,
-                       asked)
+        teaching_facts(f, _teaching("Glioblastoma", ENHANCING_GBM, "CTC"), d, asked)
         keys.append(f.get("compartment"))
     assert keys == ["Intra-axial (brain parenchyma)"] + [None] * 3
     meningioma = "Large hyperdense extra-axial mass over the left convexity."
     for _ in range(2):
         teaching_facts({"image": {}}, _teaching("Meningioma", meningioma), d, asked)
     f = {"image": {}}
-    teaching_facts(f, _teaching("Glioblastoma", "Ring-enhancing mass with oedema in the left frontal lobe."), d, asked)
+    teaching_facts(f, _teaching("Glioblastoma", ENHANCING_GBM, "CTC"), d, asked)
     assert f.get("compartment") == "Intra-axial (brain parenchyma)"
 
 
@@ -815,3 +817,16 @@ def test_brightness_keys_stay_within_one_of_each_other() -> None:
 ])
 def test_a_history_that_gives_the_diagnosis_away_is_told_with_no_diagnosis_item(dx: str, history: str) -> None:
     assert Diagnoses(DIAGNOSES).given_by(dx, history)
+
+
+def test_an_enhancement_said_under_a_label_that_shows_none_is_not_shown() -> None:
+    """A figure labelled non-contrast CT whose caption's principal finding is a ring-enhancing lesion is mislabelled
+    or miscaptioned: no item shows it (it was a post-contrast T1 MRI in a clinical read)."""
+    case = _figures("Neurocysticercosis", [("T2", "Well demarcated round cystic lesion in the right temporal lobe, "
+                                                  "with mild perilesional oedema."),
+                                           ("CT", "Round, smooth ring-enhancing lesion with a thin rim.")])
+    f: dict = {"image": {}}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    shown = {e["series_id"] for k, v in f["image"].items() if k != "kind_figure"
+             for e in (v if isinstance(v, list) else [v])}
+    assert "f01" in shown and "f02" not in shown

@@ -217,7 +217,12 @@ def _usable(fig: Figure, site: str | None) -> bool:
     if fig.kind in ("MRA", "CTA") and site != "vascular":
         return False
     where = f"{fig.caption} {fig.label or ''}"
-    return not (SPINE.search(where) and site != "spine")
+    if SPINE.search(where) and site != "spine":
+        return False
+    # a caption whose principal finding is an enhancement, under a label that shows none and naming no kind itself:
+    # one of the two is wrong (a "CT" of a ring-enhancing lesion was a post-contrast T1, a clinical read)
+    return not (_SHOWS_NOT.get(fig.kind or "") is _ENHANCES and not kinds_named(fig.caption)
+                and _ENHANCES.search(_finding_sentence(fig.caption)))
 
 
 def _agreeing(figs: list[Figure], case: Case, dx_table: Diagnoses, deficit: dict[str, Any] | None) -> list[Figure]:
@@ -494,7 +499,10 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         _pair_facts(f, *pair, dx_table)
     _sequence_facts(f, case, [*(shown[:2]), *(pair or ())], asked)
     if deficit is not None:
-        _mechanism_facts(f, [*shown, *(g for g in scored if g not in shown)], dx_table, deficit)
+        # (of figures whose caption is their own: a caption shared by a series' T2 and post-contrast images graded a
+        # post-contrast slice by its oedema and "non-enhancing cysts", a clinical read)
+        _mechanism_facts(f, [*shown, *(g for g in scored if g not in shown and _own_caption(g, case))], dx_table,
+                         deficit)
 
 
 # why a diagnosis item is not made where the case has its diagnosis: none of the images it would show is of a kind

@@ -830,3 +830,13 @@ def test_an_enhancement_said_under_a_label_that_shows_none_is_not_shown() -> Non
     shown = {e["series_id"] for k, v in f["image"].items() if k != "kind_figure"
              for e in (v if isinstance(v, list) else [v])}
     assert "f01" in shown and "f02" not in shown
+
+
+def test_a_differential_names_a_disease_where_the_cases_lies() -> None:
+    """A skull lesion's differential "metastasis" is offered as a skull metastasis, not the table's cerebral one."""
+    case = _figures("Eosinophilic granuloma", [("CT", "Axial CT in bone window shows a lytic lesion with bevelled "
+                                                      "edges in the right parietal bone.")])
+    case.diagnosis.differential = ["Metastasis\nMultiple myeloma\nOsteomyelitis"]
+    f: dict = {"image": {}}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert "Skull metastasis" in f["dx_options"] and "Cerebral metastasis" not in f["dx_options"]

@@ -534,7 +534,10 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
     """The case's diagnosis, its wrong options, and how it may be asked (from the image alone, with the history,
     or not at all where the history names it)."""
     f["dx"] = dx
-    written = dx_table.differential_as_written(case.diagnosis.differential)
+    # (by the name each goes by where this disease lies: a skull lesion's "metastasis" is a skull metastasis, not a
+    # cerebral one, which two clinical reads found a mis-framed option)
+    written = {dx_table.at(d, entry.site): words
+               for d, words in dx_table.differential_as_written(case.diagnosis.differential).items()}
     weighed = [d for d in written if d != dx]
     options = [*weighed, *(dx_table.canonical(m) for m in entry.mimics)]
     f["dx_options"] = _distinct([d for d in dict.fromkeys(options) if d != dx and d not in set(entry.within)], dx)

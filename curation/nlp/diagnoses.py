@@ -41,6 +41,9 @@ class DiagnosisEntry(BaseModel):
     # whether only histology tells it from its mimics (a chordoid glioma: an enhancing third-ventricle mass that a
     # hypothalamic glioma or a papillary craniopharyngioma also is): no item asks the diagnosis of its images
     histology: bool = False
+    # the name it goes by where the case's disease lies elsewhere (a skull lesion's differential "metastasis" is a
+    # skull metastasis, not the table's cerebral one): site -> name, offered as such
+    at_site: dict[str, str] = {}
 
 
 class StructureEntry(BaseModel):
@@ -139,6 +142,12 @@ class Diagnoses:
         h = f" {fold(history)} "
         words = [name, *(e.aka if e else []), *(e.clues if e else [])]
         return any(f" {fold(w)} " in h for w in words if len(fold(w)) >= 3)
+
+    def at(self, name: str, site: str | None) -> str:
+        """``name`` as it goes where a disease of ``site`` lies (``at_site``): "Cerebral metastasis" in a bone
+        lesion's differential is a skull metastasis."""
+        e = self.table.diagnoses.get(name)
+        return e.at_site.get(site, name) if e and site else name
 
     def canonical(self, name: str) -> str:
         """A name as the table writes it (a mimic listed under another of its names resolves to that)."""

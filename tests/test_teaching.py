@@ -840,3 +840,15 @@ def test_a_differential_names_a_disease_where_the_cases_lies() -> None:
     f: dict = {"image": {}}
     teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
     assert "Skull metastasis" in f["dx_options"] and "Cerebral metastasis" not in f["dx_options"]
+
+
+@pytest.mark.parametrize(("caption", "made"), [
+    ("Large dural based extra-axial mass over the left frontal lobe, with extensive vasogenic oedema.", True),
+    # what the mass does, and not the mass: nothing of what tells a meningioma is described
+    ("Note the extensive intraaxial vasogenic oedema in the left frontal lobe, with subfalcine herniation.", False),
+])
+def test_two_images_under_one_caption_are_asked_together_where_it_names_the_lesion(caption: str, made: bool) -> None:
+    case = _figures("Meningioma", [("T2", caption), ("T1C", caption)])
+    f: dict = {"image": {}}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert ("pair_reference" in f) == made

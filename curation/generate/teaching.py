@@ -1018,16 +1018,19 @@ def _compartment_facts(f: dict[str, Any], figs: list[Figure], site: str | None, 
 
 
 def _pair(scored: list[Figure], case: Case, deciding: set[str]) -> tuple[Figure, Figure] | None:
-    """Two figures of different kinds whose captions each describe the figure they sit under: each its own
-    caption, or one caption written for exactly the two of them. A pair with a kind that tells the disease from its
-    mimics (``deciding``) first."""
+    """Two figures of different kinds whose captions each describe the figure they sit under (each its own
+    caption, or one caption written for exactly the two of them that names the lesion). A pair with a kind that
+    tells the disease from its mimics (``deciding``) first."""
     pairs = []
     for a in scored:
         for b in scored:
             if a is b or a.kind == b.kind:
                 continue
             shared = [g for g in case.figures if fold(g.caption) == fold(a.caption)]
-            if (_own_caption(a, case) and _own_caption(b, case)) or (len(shared) == 2 and b in shared):
+            # (one caption of both names the lesion, not only what it does: "extensive vasogenic oedema" of a
+            # meningioma's T2 and post-contrast T1 described neither the mass nor its enhancement, a clinical read)
+            if (_own_caption(a, case) and _own_caption(b, case)) or (
+                    len(shared) == 2 and b in shared and any(_names_lesion(x) for x in CLAUSES.split(a.caption))):
                 pairs.append((a, b))
     return next((pr for pr in pairs if {pr[0].kind, pr[1].kind} & deciding), pairs[0] if pairs else None)
 

@@ -852,3 +852,19 @@ def test_two_images_under_one_caption_are_asked_together_where_it_names_the_lesi
     f: dict = {"image": {}}
     teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
     assert ("pair_reference" in f) == made
+
+
+def test_a_choice_among_mimics_is_not_asked_of_one_image() -> None:
+    """One post-contrast slice of a cystic sellar mass does not tell a craniopharyngioma from an adenoma: no
+    diagnosis choice of one image (the open items, graded against the case's differential, stay); with a second
+    image it is asked."""
+    d = Diagnoses(DIAGNOSES)
+    t1c = ("T1C", "Axial T1 weighted image after gadolinium: partially cystic enhancing suprasellar mass.")
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Craniopharyngioma", [t1c]), d, Counter())
+    assert "dx_with_history" not in f and f["refused"]["dx_with_history"] == "one_image"
+    assert "dx_figures" in f["image"] and f.get("dx_told_ok")
+    ct = ("CT", "Noncontrast CT shows a suprasellar mass with peripheral calcification.")
+    f = {"image": {}}
+    teaching_facts(f, _figures("Craniopharyngioma", [t1c, ct]), d, Counter())
+    assert f["dx_with_history"] == "Craniopharyngioma"

@@ -868,3 +868,18 @@ def test_a_choice_among_mimics_is_not_asked_of_one_image() -> None:
     f = {"image": {}}
     teaching_facts(f, _figures("Craniopharyngioma", [t1c, ct]), d, Counter())
     assert f["dx_with_history"] == "Craniopharyngioma"
+
+
+def test_images_after_surgery_make_no_diagnosis_item() -> None:
+    """A postoperative CT shows what surgery left (air, a cavity), not the disease as diagnosed: a case of such images
+    makes no diagnosis item and says why (its findings are still asked); beside a preoperative image it is left out."""
+    d = Diagnoses(DIAGNOSES)
+    postop = ("CT", "Postoperative CT demonstrates a mass with coarse calcifications in the right temporal lobe.")
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Oligodendroglioma", [postop]), d, Counter())
+    assert f["refused"]["dx_told_ok"] == "postoperative_images" and "dx" not in f
+    assert "key_caption" in f
+    before = ("CT", "Noncontrast CT shows a right temporal mass with coarse chunky calcifications and mild oedema.")
+    f = {"image": {}}
+    teaching_facts(f, _figures("Oligodendroglioma", [postop, before]), d, Counter())
+    assert [e["series_id"] for e in f["image"]["dx_figures"]] == ["f02"]

@@ -39,7 +39,8 @@ class DiagnosisEntry(BaseModel):
     # only by one of them has not read it from the image
     broad: list[str] = []
     # whether only histology tells it from its mimics (a chordoid glioma: an enhancing third-ventricle mass that a
-    # hypothalamic glioma or a papillary craniopharyngioma also is): no item asks the diagnosis of its images
+    # hypothalamic glioma or a papillary craniopharyngioma also is; a myxopapillary ependymoma of the filum, which a
+    # cauda equina schwannoma looks like in three clinical reads): no item asks the diagnosis of its images
     histology: bool = False
     # the name it goes by where the case's disease lies elsewhere (a skull lesion's differential "metastasis" is a
     # skull metastasis, not the table's cerebral one): site -> name, offered as such

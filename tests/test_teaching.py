@@ -883,26 +883,3 @@ def test_images_after_surgery_make_no_diagnosis_item() -> None:
     f = {"image": {}}
     teaching_facts(f, _figures("Oligodendroglioma", [postop, before]), d, Counter())
     assert [e["series_id"] for e in f["image"]["dx_figures"]] == ["f02"]
-
-
-def test_two_sequences_of_a_case_whose_history_names_it_are_asked_without_the_history(tmp_path: Path) -> None:
-    """A history that names the diagnosis is never told with it; two sequences of such a case are still asked what
-    they show together, with the age and sex only. A disease only histology tells makes no such item."""
-    figs = [("DWI", "Diffusion weighted image shows hyperintense cortical ribbon of the right occipital lobe."),
-            ("ADC", "ADC map shows low signal in the right occipital cortex, restricted diffusion.")]
-    d = Diagnoses(DIAGNOSES)
-    case = _figures("Creutzfeldt-Jakob disease", figs)
-    case.presentation = "63 year old man with rapidly progressive dementia; CSF positive for 14-3-3 protein."
-    f: dict = {"image": {}}
-    teaching_facts(f, case, d, Counter())
-    assert f.get("dx_told") and "dx_told_ok" not in f and f.get("dx_of_images") and "pair_reference" in f
-    engine = Engine(GenerateParams(templates_dir=str(ROOT / "templates" / "questions"),
-                                   knowledge=str(ROOT / "templates" / "knowledge" / "neurology.yaml"),
-                                   diagnoses=str(DIAGNOSES)))
-    items, _ = engine.generate(_rendered(case))
-    pair = [i for i in items if i.template_id == "teaching_two_sequences"]
-    assert len(pair) == 1 and "14-3-3" not in (pair[0].context or "") and "with the history" not in pair[0].question
-    chordoid = _figures("Chordoid glioma", [("T1C", "Homogeneously enhancing mass in the anterior third ventricle."),
-                                            ("FLAIR", "Hyperintense mass in the anterior third ventricle.")])
-    items, _ = engine.generate(_rendered(chordoid))
-    assert not [i for i in items if i.template_id == "teaching_two_sequences"]

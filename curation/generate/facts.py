@@ -129,7 +129,6 @@ class Facts(BaseModel):
     dx_with_history: str | None = None
     dx_told_ok: bool | None = None
     dx_told: bool | None = None
-    dx_of_images: bool | None = None  # the case's diagnosis may be asked of its images (teaching._diagnosis_facts)
     dx_image_count: str | None = None  # "two images": how many a diagnosis item shows (their sequences are not told:
     # a sibling asks one)
     dx_reference: str | None = None

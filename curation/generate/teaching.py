@@ -520,12 +520,10 @@ NO_DECIDING_KIND = "no_deciding_sequence"
 DECIDED_BY_HISTOLOGY = "decided_by_histology"
 
 
-# why no diagnosis item is made where the case's images are all after surgery or radiation
+# why no diagnosis item is made where the case's images are all after surgery
 POSTOPERATIVE = "postoperative_images"
 _POSTOPERATIVE = re.compile(r"\b(post-?\s?op(?:erative(?:ly)?)?|post-?\s?surgical|status post|s/p|"
-                            r"after (?:surgery|resection|radiation)|resection (?:cavity|bed)|surgical (?:cavity|bed)|"
-                            r"(?:previously\s+)?treated with (?:radiation|radiotherapy|surgery|chemo\w*)|"
-                            r"post-?\s?radiation|post-?\s?treatment)\b", re.I)
+                            r"after (?:surgery|resection)|resection (?:cavity|bed)|surgical (?:cavity|bed))\b", re.I)
 # why no choice of diagnosis is made of one image where no one image decides the disease
 ONE_IMAGE = "one_image"
 
@@ -551,7 +549,6 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
     """The case's diagnosis, its wrong options, and how it may be asked (from the image alone, with the history,
     or not at all where the history names it)."""
     f["dx"] = dx
-    f["dx_of_images"] = True  # a diagnosis the table knows, asked of images that can show it
     # (by the name each goes by where this disease lies: a skull lesion's "metastasis" is a skull metastasis, not a
     # cerebral one, which two clinical reads found a mis-framed option)
     written = {dx_table.at(d, entry.site): words
@@ -579,9 +576,8 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
         f["dx_direct" if direct else "dx_with_history"] = dx
         if told:  # the history names it: no item may tell that history with it
             f.pop("dx_with_history", None)
-    if told:  # (the images alone may still be asked: two sequences of them, with the age and sex only)
-        f["dx_told"] = True
-    else:
+            f["dx_told"] = True
+    if not told:
         f["dx_told_ok"] = True
 
 

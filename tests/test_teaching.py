@@ -883,3 +883,7 @@ def test_images_after_surgery_make_no_diagnosis_item() -> None:
     f = {"image": {}}
     teaching_facts(f, _figures("Oligodendroglioma", [postop, before]), d, Counter())
     assert [e["series_id"] for e in f["image"]["dx_figures"]] == ["f02"]
+    irradiated = ("T1C", "Ring-enhancing lesion at the site of the glioma, previously treated with radiation.")
+    f = {"image": {}}
+    teaching_facts(f, _figures("High-grade glioma", [irradiated]), d, Counter())
+    assert f["refused"]["dx_told_ok"] == "postoperative_images"

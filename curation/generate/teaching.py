@@ -520,10 +520,12 @@ NO_DECIDING_KIND = "no_deciding_sequence"
 DECIDED_BY_HISTOLOGY = "decided_by_histology"
 
 
-# why no diagnosis item is made where the case's images are all after surgery
+# why no diagnosis item is made where the case's images are all after surgery or radiation
 POSTOPERATIVE = "postoperative_images"
 _POSTOPERATIVE = re.compile(r"\b(post-?\s?op(?:erative(?:ly)?)?|post-?\s?surgical|status post|s/p|"
-                            r"after (?:surgery|resection)|resection (?:cavity|bed)|surgical (?:cavity|bed))\b", re.I)
+                            r"after (?:surgery|resection|radiation)|resection (?:cavity|bed)|surgical (?:cavity|bed)|"
+                            r"(?:previously\s+)?treated with (?:radiation|radiotherapy|surgery|chemo\w*)|"
+                            r"post-?\s?radiation|post-?\s?treatment)\b", re.I)
 # why no choice of diagnosis is made of one image where no one image decides the disease
 ONE_IMAGE = "one_image"
 

@@ -78,7 +78,7 @@ def test_a_closed_question_may_offer_its_two_answers_and_no_fewer() -> None:
     """Two options are all a closed question has (brighter or darker: its template's distractors say ``closed``);
     an open set still needs three, and a closed one still two."""
     synonyms = load_synonyms(project_params().filter.lexicon)
-    two = ["Brighter than the tissue around it", "Darker than the tissue around it"]
+    two = ["Whiter than the tissue around it", "Darker than the tissue around it"]
     assert check(item(0, options=two, facts={"closed_options": True}), synonyms) == []
     assert check(item(0, options=two), synonyms) == ["mcq_option_count"]
     assert check(item(0, options=two[:1], facts={"closed_options": True}), synonyms) == ["mcq_option_count"]

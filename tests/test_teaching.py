@@ -745,9 +745,9 @@ def test_no_structure_where_the_description_places_a_second_lesion_elsewhere() -
 
 
 @pytest.mark.parametrize(("kind", "caption", "want"), [
-    ("T1", "Coronal T1 shows a hyperintense left putamen, consistent with hyperglycaemic striatopathy.", "Brighter"),
+    ("T1", "Coronal T1 shows a hyperintense left putamen, consistent with hyperglycaemic striatopathy.", "Whiter"),
     ("SWI", "Gradient echo image shows a low signal focus in the right thalamus from haemosiderin.", "Darker"),
-    ("CT", "Noncontrast CT shows a crescent-shaped hyperdense collection in the left subdural space.", "Brighter"),
+    ("CT", "Noncontrast CT shows a crescent-shaped hyperdense collection in the left subdural space.", "Whiter"),
     # the brightness of a part (oedema, a rim) is not the abnormality's
     ("T2", "Large mass in the left frontal lobe with surrounding hyperintense oedema.", None),
     ("T2", "Cystic mass in the right cerebellum with a hypointense rim.", None),
@@ -807,7 +807,7 @@ def test_brightness_keys_stay_within_one_of_each_other() -> None:
         teaching_facts(f, _figures("Glioblastoma", [("FLAIR" if "FLAIR" in caption else "T1", caption)]),
                        Diagnoses(DIAGNOSES), asked)
         made.append((f.get("signal") or "-").split(" ")[0])
-    assert made == ["Brighter", "-", "Darker", "Brighter"]
+    assert made == ["Whiter", "-", "Darker", "Whiter"]
 
 
 @pytest.mark.parametrize(("dx", "history"), [

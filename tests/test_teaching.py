@@ -758,8 +758,15 @@ def test_no_structure_where_the_description_places_a_second_lesion_elsewhere() -
     ("T1", "Hypointense to isointense extra-axial mass over the planum sphenoidale.", None),
     # a dark finding beside it (air by a thin subdural) may be taken for the principal one
     ("CT", "CT shows a thin hyperdense subdural collection on the left. There is air in the subdural space.", None),
-    # a post-contrast image's bright part is its enhancement
+    # a post-contrast image's bright part is its enhancement, under any label
     ("T1C", "Post-gadolinium T1 shows a hyperintense mass in the left frontal lobe.", None),
+    ("T1", "Post-contrast T1 shows a hyperintense mass in the left frontal lobe.", None),
+    # another sequence's brightness: an infarct bright on DWI is dark on the ADC map under it
+    ("ADC", "Hyperintense DWI signal in the left frontal lobe, an acute infarct.", None),
+    ("T1", "T2 hyperintense lesion in the left frontal lobe, not seen on T1.", None),
+    # "high T2 signal" and "low T1 signal" are brightnesses too: two of them, no key
+    ("T2", "Mass in the left frontal lobe with high T2 signal and low signal in the right caudate.", None),
+    ("CT", "Noncontrast CT shows a hypodense lesion in the left parietal lobe. No air.", "Darker"),
 ])
 def test_the_brightness_of_a_finding_is_asked_where_its_caption_says_it_of_the_whole(kind: str, caption: str,
                                                                                      want: str | None) -> None:
@@ -819,6 +826,14 @@ def test_a_history_that_gives_the_diagnosis_away_is_told_with_no_diagnosis_item(
     assert Diagnoses(DIAGNOSES).given_by(dx, history)
 
 
+def test_a_non_enhancing_finding_under_a_label_that_shows_none_is_shown() -> None:
+    case = _figures("Low-grade glioma", [("FLAIR", "Non-enhancing hyperintense mass in the right temporal lobe."),
+                                         ("T2", "T2 weighted image: hyperintense mass in the right temporal lobe.")])
+    f: dict = {"image": {}}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert "f01" in {e["series_id"] for e in f["image"]["dx_figures"]}
+
+
 def test_an_enhancement_said_under_a_label_that_shows_none_is_not_shown() -> None:
     """A figure labelled non-contrast CT whose caption's principal finding is a ring-enhancing lesion is mislabelled
     or miscaptioned: no item shows it (it was a post-contrast T1 MRI in a clinical read)."""
@@ -840,6 +855,11 @@ def test_a_differential_names_a_disease_where_the_cases_lies() -> None:
     f: dict = {"image": {}}
     teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
     assert "Skull metastasis" in f["dx_options"] and "Cerebral metastasis" not in f["dx_options"]
+    # a metastasis the caption itself entertains is a second right answer, by that name too
+    case.figures[0].caption += " This may represent metastasis or myeloma."
+    f = {"image": {}}
+    teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
+    assert "Skull metastasis" not in f["dx_options"]
 
 
 @pytest.mark.parametrize(("caption", "made"), [
@@ -852,6 +872,14 @@ def test_two_images_under_one_caption_are_asked_together_where_it_names_the_lesi
     f: dict = {"image": {}}
     teaching_facts(f, case, Diagnoses(DIAGNOSES), Counter())
     assert ("pair_reference" in f) == made
+
+
+def test_a_disease_one_image_decides_is_asked_of_one_image() -> None:
+    f: dict = {"image": {}}
+    asked: Counter[str] = Counter({"direct:Colloid cyst": 1})  # its one image-only item already made
+    teaching_facts(f, _figures("Colloid cyst", [("CT", "Noncontrast CT shows a rounded hyperdense mass in the "
+                                                       "anterior third ventricle.")]), Diagnoses(DIAGNOSES), asked)
+    assert f.get("dx_with_history") == "Colloid cyst"
 
 
 def test_a_choice_among_mimics_is_not_asked_of_one_image() -> None:
@@ -868,6 +896,25 @@ def test_a_choice_among_mimics_is_not_asked_of_one_image() -> None:
     f = {"image": {}}
     teaching_facts(f, _figures("Craniopharyngioma", [t1c, ct]), d, Counter())
     assert f["dx_with_history"] == "Craniopharyngioma"
+
+
+@pytest.mark.parametrize("caption", [
+    "CT s/p MVC shows a biconvex hyperdense collection over the left temporal lobe.",
+    "No postoperative change. Biconvex hyperdense collection over the left temporal lobe.",
+])
+def test_a_trauma_or_a_negated_operation_is_no_image_after_treatment(caption: str) -> None:
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Epidural haematoma", [("CT", caption)]), Diagnoses(DIAGNOSES), Counter())
+    assert "postoperative_images" not in (f.get("refused") or {}).values()
+
+
+def test_an_image_before_treatment_that_describes_nothing_does_not_hide_the_one_after() -> None:
+    d = Diagnoses(DIAGNOSES)
+    case = _figures("Oligodendroglioma", [("CT", "Postoperative CT demonstrates a mass with coarse calcifications in "
+                                                 "the right temporal lobe."), ("T2", "Preoperative MRI of the brain.")])
+    f: dict = {"image": {}}
+    teaching_facts(f, case, d, Counter())
+    assert f["refused"]["dx"] == "postoperative_images" and "key_caption" in f
 
 
 def test_images_after_surgery_make_no_diagnosis_item() -> None:

@@ -87,6 +87,9 @@ def load_templates(folder: str | Path) -> list[Template]:
                 raise ParamsError(f"duplicate template id {t.id}", path)
             if t.format == ItemFormat.mcq and t.distractors is None:
                 raise ParamsError(f"template {t.id}: an MCQ needs distractors", path)
+            if t.distractors is not None and t.distractors.closed and not t.distractors.table.startswith("fact:"):
+                # (a closed set is the case's own other answers, every one of them: never cut from a shared table)
+                raise ParamsError(f"template {t.id}: closed distractors come from a fact (fact:...)", path)
             unknown = [r for r in [*t.requires, *t.images] if not known_fact(r)]
             if unknown:
                 raise ParamsError(f"template {t.id}: unknown fact {unknown[0]} (facts.Facts lists them)", path)

@@ -3,9 +3,10 @@ ingest fills ``Figure.kind``): its diagnosis by its one name, the whole diagnose
 disease lies, and the figures an item shows, chosen by what their captions say they show.
 
 A figure is chosen for a finding only when its caption describes something abnormal (a lesion, a signal or density
-change, a malformation) and is not a montage, a drawing, an angiogram (unless the disease is vascular) or a spine
-image (unless the disease is spinal). The caption is then what the image shows, in its author's words: the
-reference an open answer is graded against."""
+change, a malformation) and is not a montage, a drawing, an angiogram (unless the disease is vascular), a spine
+image (unless the disease is spinal), a thumbnail beside full-size figures, or an image after surgery or radiation
+beside images before it (a case shown only after treatment is asked its findings, not its diagnosis). The caption is
+then what the image shows, in its author's words: the reference an open answer is graded against."""
 
 from __future__ import annotations
 
@@ -221,8 +222,9 @@ def _usable(fig: Figure, site: str | None) -> bool:
         return False
     # a caption whose principal finding is an enhancement, under a label that shows none and naming no kind itself:
     # one of the two is wrong (a "CT" of a ring-enhancing lesion was a post-contrast T1, a clinical read)
-    return not (_SHOWS_NOT.get(fig.kind or "") is _ENHANCES and not kinds_named(fig.caption)
-                and _ENHANCES.search(_finding_sentence(fig.caption)))
+    return not (fig.kind in _NO_ENHANCEMENT_KINDS and not kinds_named(fig.caption)
+                and any(not a["negated"] for _, a in Context.default().mentions(_finding_sentence(fig.caption),
+                                                                               _ENHANCES)))
 
 
 def _agreeing(figs: list[Figure], case: Case, dx_table: Diagnoses, deficit: dict[str, Any] | None) -> list[Figure]:
@@ -352,6 +354,7 @@ _ENHANCES = re.compile(r"\b(enhanc\w*|post-?gad\w*|gadolinium)\b", re.I)
 _DIFFUSES = re.compile(r"\b(restrict\w*|diffusion)\b", re.I)
 _SHOWS_NOT = {"T1": _ENHANCES, "T2": _ENHANCES, "FLAIR": _ENHANCES, "CT": _ENHANCES, "SWI": _ENHANCES,
               "T1C": _DIFFUSES, "CTC": _DIFFUSES}
+_NO_ENHANCEMENT_KINDS = frozenset({"T1", "T2", "FLAIR", "CT", "SWI"})  # the kinds that show no enhancement
 _FIG_LABEL = re.compile(r"^\s*(?:fig(?:ure)?\.?\s*\d+[a-z]?[.:)]?|\(?[a-z]\)|\d+\))\s*", re.I)
 
 
@@ -450,19 +453,19 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     entry = dx_table.entry(dx)
     site = entry.site if entry else None
     usable = [fig for fig in case.figures if _usable(fig, site)]
-    # (images after surgery show what it left, not the disease as diagnosed: a postoperative CT's air and cavity made a
-    # calcified tumour's diagnosis items borderline in three clinical reads; its findings are still asked)
-    before = [fig for fig in usable if not _POSTOPERATIVE.search(fig.caption)]
+    # (images after surgery or radiation show what treatment left, not the disease as diagnosed: a postoperative CT's
+    # air and cavity made a calcified tumour's diagnosis items borderline in three clinical reads; where only they
+    # describe a finding, its findings are still asked, and beside described images before treatment they are left out)
+    before = [fig for fig in usable if not _treated(fig.caption)]
+    only_after = len(before) < len(usable) and not any(_describes(g.caption, dx_table) for g in before)
     if dx and entry and entry.histology:
-        for fact in ("dx_with_history", "dx_direct", "dx_told_ok"):
-            f.setdefault("refused", {})[fact] = DECIDED_BY_HISTOLOGY
-    elif dx and entry and usable and not before:
-        for fact in ("dx_with_history", "dx_direct", "dx_told_ok"):
-            f.setdefault("refused", {})[fact] = POSTOPERATIVE
+        _refuse_diagnosis(f, DECIDED_BY_HISTOLOGY)
+    elif dx and entry and only_after:
+        _refuse_diagnosis(f, POSTOPERATIVE)
     elif dx and entry:
         _diagnosis_facts(f, case, dx_table, dx, entry, asked)
     deciding = set(entry.shown_by) if entry else set()
-    usable = _agreeing(_legible(before or usable), case, dx_table, deficit)
+    usable = _agreeing(_legible(usable if only_after else before), case, dx_table, deficit)
     scored = [fig for _, _, fig in sorted(((caption_score(fig.caption), -n, fig) for n, fig in enumerate(usable)),
                                           key=lambda x: (x[0], x[1]), reverse=True)
               if _describes(fig.caption, dx_table)]
@@ -522,10 +525,25 @@ DECIDED_BY_HISTOLOGY = "decided_by_histology"
 
 # why no diagnosis item is made where the case's images are all after surgery or radiation
 POSTOPERATIVE = "postoperative_images"
-_POSTOPERATIVE = re.compile(r"\b(post-?\s?op(?:erative(?:ly)?)?|post-?\s?surgical|status post|s/p|"
-                            r"after (?:surgery|resection|radiation)|resection (?:cavity|bed)|surgical (?:cavity|bed)|"
-                            r"(?:previously\s+)?treated with (?:radiation|radiotherapy|surgery|chemo\w*)|"
-                            r"post-?\s?radiation|post-?\s?treatment)\b", re.I)
+# a caption of an image after treatment: "postoperative", "post-radiation", or a procedure after "status post", "s/p",
+# "after", "following" or "treated with" (not "s/p fall": a trauma's history says s/p too)
+_PROCEDURE = (r"(?:surgery|surgical|resection|craniotomy|craniectomy|debulking|radiation|radiotherapy|radiosurgery|"
+              r"gamma knife|chemo\w*)")
+_TREATED = re.compile(rf"\b(?:post-?\s?(?:op(?:erative(?:ly)?)?|surgical|radiation|treatment)|resection (?:cavity|bed)|"
+                      rf"surgical (?:cavity|bed)|(?:status[- ]post|s/p|after|following|(?:previously\s+)?treated with)"
+                      rf"\s+(?:\w+\s+){{0,2}}?{_PROCEDURE})\b", re.I)
+
+
+def _treated(caption: str) -> bool:
+    """Whether a caption says its image is after surgery or radiation, and does not negate it ("No postoperative
+    change")."""
+    return any(not a["negated"] for s in CLAUSES.split(caption) for _, a in Context.default().mentions(s, _TREATED))
+
+
+def _refuse_diagnosis(f: dict[str, Any], why: str) -> None:
+    """No diagnosis item of the case, and why (the reason counted where each template would need the diagnosis)."""
+    for fact in ("dx", "dx_with_history", "dx_direct", "dx_told_ok"):
+        f.setdefault("refused", {})[fact] = why
 # why no choice of diagnosis is made of one image where no one image decides the disease
 ONE_IMAGE = "one_image"
 
@@ -645,7 +663,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
         f["image"]["dx_figures"] = [_evidence(g) for g in figs]
         if "dx_direct" in f:
             asked[f"direct:{dx}"] += 1
-        elif len(figs) == 1 and "dx_with_history" in f:
+        elif len(figs) == 1 and "dx_with_history" in f and not getattr(dx_table.entry(dx), "direct", False):
             # a choice among the case's mimics from one image, where no one image decides it: 4 of 12 such items
             # were valid in clinical reads (one axial slice of a cystic sellar mass at 70 does not tell a
             # craniopharyngioma from an adenoma), against 14 of 21 on three images
@@ -659,7 +677,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
     _compartment_facts(f, figs, site, dx_table, asked)
     # a diagnosis the shown images' captions themselves entertain ("may represent small vessel disease") is a
     # second right answer, never a wrong option
-    entertained = {n for g in figs for part in re.split(r"[.;,]|\bor\b|\bvs\b", g.caption)
+    entertained = {dx_table.at(n, site) for g in figs for part in re.split(r"[.;,]|\bor\b|\bvs\b", g.caption)
                    if (n := dx_table.name(part)) and n != dx}
     if "dx_options" in f:
         f["dx_options"] = [d for d in f["dx_options"] if d not in entertained]
@@ -782,15 +800,16 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], ca
 
 # how an abnormality looks against the tissue around it, in the words a caption says it with: brighter (signal,
 # density) or darker; "T1 shortening" and "T2 prolongation" say it only with the sequence, and are not read
-_BRIGHTER = re.compile(r"\b(hyperintens\w*|hyperdens\w*|hyperattenuat\w*|high(?:er)?[- ](?:signal|attenuation|density)|"
-                       r"increased (?:\w+ )?(?:signal|attenuation|density)|bright(?:er|ness)?)\b", re.I)
-_DARKER = re.compile(r"\b(hypointens\w*|hypodens\w*|hypoattenuat\w*|low(?:er)?[- ](?:signal|attenuation|density)|"
-                     r"decreased (?:\w+ )?(?:signal|attenuation|density)|dark(?:er)?|lucen\w*|blooming|"
-                     r"signal voids?)\b", re.I)
+_MEASURE = r"(?:\w+ )?(?:signal|attenuation|density)"  # "high T2 signal", "low attenuation"
+_BRIGHTER = re.compile(rf"\b(hyperintens\w*|hyperdens\w*|hyperattenuat\w*|high(?:er)?[- ]{_MEASURE}|"
+                       rf"increased {_MEASURE}|bright(?:er|ness)?)\b", re.I)
+_DARKER = re.compile(rf"\b(hypointens\w*|hypodens\w*|hypoattenuat\w*|low(?:er)?[- ]{_MEASURE}|"
+                     rf"decreased {_MEASURE}|dark(?:er)?|lucen\w*|blooming|signal voids?)\b", re.I)
 # a sentence whose signal may be a part's, not the whole abnormality's (its oedema, rim, centre or a level in it), or
 # between two grades ("hypointense to isointense")
-_SIGNAL_OF_PART = re.compile(r"\b(iso-?\w*|o?edema|surround\w*|around|rim|ring|halo|capsule|wall|cent(?:er|re|ral)|"
-                             r"core|periph\w*|level|component|portion|part|nodul\w*|septa\w*|margin\w*)\b", re.I)
+_SIGNAL_OF_PART = re.compile(r"\b(iso-?(?:intens|dens|attenuat)\w*|o?edema|surround\w*|around|rim|ring|halo|capsule|"
+                             r"wall|cent(?:er|re|ral)|core|periph\w*|fluid(?:-fluid)? level|component|portion|part|"
+                             r"nodul\w*|septa\w*|margin\w*)\b", re.I)
 # a second finding that is dark on every image, which a reader may take for the principal one (the air beside a thin
 # subdural haematoma: "darker" was as defensible as its "brighter" key in two clinical reads)
 _DARK_BESIDE = re.compile(r"\b(air|gas|pneumo\w*)\b", re.I)
@@ -805,12 +824,23 @@ SIGNALS = {"brighter": "Whiter than the tissue around it", "darker": "Darker tha
 MAX_SIGNAL_LEAD = 1
 
 
+# an image said to be without contrast ("Noncontrast CT", "pre-contrast T1"): what it says of contrast is no enhancement
+_NO_CONTRAST = re.compile(r"\b(?:non-?\s?contrast|without contrast|pre-?\s?contrast|unenhanced|non-?\s?enhanced)\b",
+                          re.I)
+
+
 def _signal_of(fig: Figure) -> str | None:
     """How the figure's own caption says its principal abnormality looks (brighter or darker), where it says it of
-    the whole abnormality, without doubt, and says no other brightness of anything on the image."""
+    the whole abnormality, without doubt, in sentences that name no sequence but the figure's own, and says no other
+    brightness of anything on the image. A caption that speaks of contrast is not read: its brightness may be an
+    enhancement, or the label wrong."""
+    if _CONTRAST.search(_NO_CONTRAST.sub(" ", fig.caption)) or kinds_named(fig.caption) - {fig.kind}:
+        return None  # ("hyperintense on DWI" under an ADC map: the other sequence's brightness)
     text = own_sentences(fig)
     found = _abnormal_sentences(text)
-    if not found or not _surely(found[0]) or _SIGNAL_OF_PART.search(found[0]) or _DARK_BESIDE.search(text):
+    dark_beside = any(not a["negated"] for s in CLAUSES.split(text)
+                      for _, a in Context.default().mentions(s, _DARK_BESIDE))
+    if not found or not _surely(found[0]) or _SIGNAL_OF_PART.search(found[0]) or dark_beside:
         return None
     said = {name for name, pattern in (("brighter", _BRIGHTER), ("darker", _DARKER))
             for sentence in CLAUSES.split(text)

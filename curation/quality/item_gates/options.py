@@ -51,9 +51,10 @@ def check(item: Item, synonyms: list[set[str]]) -> list[str]:
         return []
     reasons = []
     distinct = {plain(o) for o in item.options}
-    # a closed set of three real categories (left/right/bilateral, normal/mild/marked) is not padded with
-    # implausible options; chance is one over the item's own option count
-    least = MIN_CLOSED_OPTIONS if item.facts.get("closed_options") else MIN_OPTIONS
+    # a closed set of real categories (left/right/bilateral, normal/mild/marked; brighter/darker, two) is not padded
+    # with implausible options; chance is one over the item's own option count
+    closed = item.facts.get("closed_options") is True and item.generator.kind == "template"
+    least = MIN_CLOSED_OPTIONS if closed else MIN_OPTIONS
     if not least <= len(item.options) <= MAX_OPTIONS:
         reasons.append("mcq_option_count")
     if len(distinct) != len(item.options):

@@ -288,3 +288,29 @@ def test_burned_in_dicom_capture_has_its_overlay_masked_instead_of_being_refused
     assert recorded["masked"] and 0 < recorded["masked_fraction"] <= 0.05
     assert not any(t in json.dumps(audit) for t in PHI_TOKENS)  # boxes and tags only, never the text read
     assert verify_dir(tmp_path / "out", pixels=True) == []
+
+
+@pytest.mark.integration
+@needs_tesseract
+@pytest.mark.skipif(not MEDPIX_IMAGES.is_dir(), reason="../shared/fixtures/medpix-dev is absent")
+@pytest.mark.parametrize(("name", "anatomy"), [
+    ("MPX2236_synpic18692", (268, 184, 305, 215)),  # a caudate head OCR reads as "Fe"
+    ("MPX1788_synpic27144", (224, 367, 292, 411)),  # an occipital lobe's edge read as "Wey"
+])
+def test_anatomy_read_as_a_name_is_not_masked_and_the_footer_still_is(name: str, anatomy: tuple) -> None:
+    """A large word inside the image that only the name finder takes is the anatomy read as a word: its pixels stay
+    (black boxes over a CJD caudate and an ADC map's occipital lobe, in clinical reads); the footer's name, date and
+    id are still masked, and the check that re-reads the output finds nothing identifying."""
+    import numpy as np
+    from PIL import Image
+
+    from curation.deid.pixels import mask_image, residual_text, text_tool
+
+    src = Image.open(MEDPIX_IMAGES / f"{name}.png").convert("RGB")
+    text = text_tool(TextDeidParams(), SECRET)
+    out, res = mask_image(src, text, (), PixelDeidParams())
+    x0, y0, x1, y1 = anatomy
+    assert np.array_equal(np.asarray(out)[y0:y1, x0:x1], np.asarray(src)[y0:y1, x0:x1])
+    assert res.masked and all(m["box"][1] >= 0.9 * src.height or m["box"][3] <= 0.1 * src.height
+                              for m in res.masked)
+    assert residual_text(out, text) == []

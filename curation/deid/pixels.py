@@ -278,10 +278,14 @@ def lines_of(words: Iterable[Word]) -> list[Line]:
 
 
 # ------------------------------------------------------------------ deciding
-def identifying(lines: Sequence[Line], text: Any | None, known: Sequence[str] = ()) -> list[tuple[Word, str]]:
+def identifying(lines: Sequence[Line], text: Any | None, known: Sequence[str] = (),
+                height: int | None = None) -> list[tuple[Word, str]]:
     """(word, tag) of every word that identifies: a pattern of pixel_text.yaml touches it, a field label precedes it
     on its line, or text de-identification finds it in its line. Clinical labels stay unless a pattern (a date, an
-    id) takes them in."""
+    id) takes them in. Given the image's ``height``, a word read alone with confidence on its line, inside the image
+    (not in its top or bottom band) and more than twice the height of small text, is the anatomy read as a word, and
+    text de-identification's finding it a name does not mask it ("Fe" over a caudate head, "Wey" over an occipital
+    lobe: black boxes over the finding, in clinical reads); a pattern (a date, an id) still does."""
     pats, display, labels = _compiled()
     ocr = pixel_policy()["ocr"]
     min_word, min_conf, small = ocr["word_min_confidence"], ocr["min_confidence"], ocr["small_text_px"]
@@ -304,6 +308,12 @@ def identifying(lines: Sequence[Line], text: Any | None, known: Sequence[str] = 
                 for w, (a, b) in zip(words, offs, strict=True):
                     if a < hi and b > lo:
                         found.setdefault(id(w), (w, tag))
+    edge = ocr["edge_fraction"] * height if height else None
+
+    def anatomy(w: Word, words: list[Word]) -> bool:
+        return (edge is not None and height is not None and w.height > 2 * small
+                and sum(x.conf >= min_conf for x in words) == 1 and w.box[1] > edge and w.box[3] < height - edge)
+
     if text is not None:
         live = [(s, offs, words) for s, offs, words in texts if s.strip()]
         spans = text.find_all([s for s, _, _ in live], known) if live else []
@@ -313,7 +323,7 @@ def identifying(lines: Sequence[Line], text: Any | None, known: Sequence[str] = 
                     # a name finder over texture OCR'd as words: only words read with confidence (a footer's
                     # other words go with its line, mask_image)
                     if (a < span.end and b > span.start and w.text.strip(".,:;") not in labels
-                            and w.conf >= min_conf):
+                            and w.conf >= min_conf and not anatomy(w, words)):
                         found.setdefault(id(w), (w, span.tag))
     return list(found.values())
 
@@ -404,7 +414,7 @@ def mask_image(img: Any, text: Any | None, known: Sequence[str] = (),
     pad = pixel_policy()["ocr"]["pad_px"]
     first, second = read_image(img)
     lines1, lines2 = lines_of(first), lines_of(second)
-    hits = identifying(lines1, text, known) + identifying(lines2, text, known)
+    hits = identifying(lines1, text, known, img.height) + identifying(lines2, text, known, img.height)
     hits += overlay_blocks(lines2, hits)
     # small text nobody could read: along the top or bottom edge it is a header or footer (a caption, a contributor,
     # a date), masked as unread; inside the image it may be a label on the anatomy, and a reviewer decides
@@ -546,7 +556,7 @@ def residual_text(img: Any, text: Any | None) -> list[str]:
     """Tags of identifying text OCR still reads in an output image, read as the release's check reads it (Tesseract,
     ``--psm 11``, original resolution), and in its small-text bands upscaled."""
     first, second = read_image(img)
-    hits = identifying(lines_of(first), text) + identifying(lines_of(second), text)
+    hits = identifying(lines_of(first), text, (), img.height) + identifying(lines_of(second), text, (), img.height)
     return sorted({tag for _, tag in hits})
 
 

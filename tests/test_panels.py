@@ -160,7 +160,9 @@ def test_a_case_report_figure_of_panels_becomes_one_teaching_figure_a_panel(tmp_
                                    diagnoses=str(ROOT / "templates" / "knowledge" / "diagnoses.yaml")))
     items, _ = engine.generate(case)
     made = {i.template_id for i in items}
-    assert {"teaching_diagnosis", "teaching_sequence", "teaching_compartment"} <= made, made
+    # (the diagnosis as an open item: one panel describes the finding, and a choice among Wernicke's mimics is not
+    # offered of one image)
+    assert {"teaching_rationale", "teaching_sequence", "teaching_compartment"} <= made, made
     assert all(set(i.images) <= {f.path for f in case.figures} for i in items)
 
 

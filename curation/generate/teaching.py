@@ -118,6 +118,12 @@ def affirmed(sentence: str) -> list[str]:
     return [word for word, said in Context.default().mentions(sentence, ABNORMAL) if not said["negated"]]
 
 
+def _affirms(text: str, pattern: re.Pattern[str]) -> bool:
+    """Whether ``text`` says something ``pattern`` matches, clause by clause, and does not negate it ("No
+    postoperative change", "non-enhancing")."""
+    return any(not a["negated"] for s in CLAUSES.split(text) for _, a in Context.default().mentions(s, pattern))
+
+
 def caption_score(caption: str) -> int:
     """How many abnormality words a caption's sentences hold, leaving out those they negate."""
     return sum(len(affirmed(sentence)) for sentence in CLAUSES.split(caption))
@@ -223,8 +229,7 @@ def _usable(fig: Figure, site: str | None) -> bool:
     # a caption whose principal finding is an enhancement, under a label that shows none and naming no kind itself:
     # one of the two is wrong (a "CT" of a ring-enhancing lesion was a post-contrast T1, a clinical read)
     return not (fig.kind in _NO_ENHANCEMENT_KINDS and not kinds_named(fig.caption)
-                and any(not a["negated"] for _, a in Context.default().mentions(_finding_sentence(fig.caption),
-                                                                               _ENHANCES)))
+                and _affirms(_finding_sentence(fig.caption), _ENHANCES))
 
 
 def _agreeing(figs: list[Figure], case: Case, dx_table: Diagnoses, deficit: dict[str, Any] | None) -> list[Figure]:
@@ -354,7 +359,7 @@ _ENHANCES = re.compile(r"\b(enhanc\w*|post-?gad\w*|gadolinium)\b", re.I)
 _DIFFUSES = re.compile(r"\b(restrict\w*|diffusion)\b", re.I)
 _SHOWS_NOT = {"T1": _ENHANCES, "T2": _ENHANCES, "FLAIR": _ENHANCES, "CT": _ENHANCES, "SWI": _ENHANCES,
               "T1C": _DIFFUSES, "CTC": _DIFFUSES}
-_NO_ENHANCEMENT_KINDS = frozenset({"T1", "T2", "FLAIR", "CT", "SWI"})  # the kinds that show no enhancement
+_NO_ENHANCEMENT_KINDS = frozenset(k for k, shows_not in _SHOWS_NOT.items() if shows_not is _ENHANCES)
 _FIG_LABEL = re.compile(r"^\s*(?:fig(?:ure)?\.?\s*\d+[a-z]?[.:)]?|\(?[a-z]\)|\d+\))\s*", re.I)
 
 
@@ -456,7 +461,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     # (images after surgery or radiation show what treatment left, not the disease as diagnosed: a postoperative CT's
     # air and cavity made a calcified tumour's diagnosis items borderline in three clinical reads; where only they
     # describe a finding, its findings are still asked, and beside described images before treatment they are left out)
-    before = [fig for fig in usable if not _treated(fig.caption)]
+    before = [fig for fig in usable if not _affirms(fig.caption, _TREATED)]
     only_after = len(before) < len(usable) and not any(_describes(g.caption, dx_table) for g in before)
     if dx and entry and entry.histology:
         _refuse_diagnosis(f, DECIDED_BY_HISTOLOGY)
@@ -534,16 +539,12 @@ _TREATED = re.compile(rf"\b(?:post-?\s?(?:op(?:erative(?:ly)?)?|surgical|radiati
                       rf"\s+(?:\w+\s+){{0,2}}?{_PROCEDURE})\b", re.I)
 
 
-def _treated(caption: str) -> bool:
-    """Whether a caption says its image is after surgery or radiation, and does not negate it ("No postoperative
-    change")."""
-    return any(not a["negated"] for s in CLAUSES.split(caption) for _, a in Context.default().mentions(s, _TREATED))
-
-
 def _refuse_diagnosis(f: dict[str, Any], why: str) -> None:
     """No diagnosis item of the case, and why (the reason counted where each template would need the diagnosis)."""
     for fact in ("dx", "dx_with_history", "dx_direct", "dx_told_ok"):
         f.setdefault("refused", {})[fact] = why
+
+
 # why no choice of diagnosis is made of one image where no one image decides the disease
 ONE_IMAGE = "one_image"
 
@@ -797,7 +798,6 @@ def _side_facts(f: dict[str, Any], described: list[tuple[list[Figure], str]], ca
     f["image"]["side_figures"] = [_evidence(g) for g in figs]
 
 
-
 # how an abnormality looks against the tissue around it, in the words a caption says it with: brighter (signal,
 # density) or darker; "T1 shortening" and "T2 prolongation" say it only with the sequence, and are not read
 _MEASURE = r"(?:\w+ )?(?:signal|attenuation|density)"  # "high T2 signal", "low attenuation"
@@ -838,9 +838,7 @@ def _signal_of(fig: Figure) -> str | None:
         return None  # ("hyperintense on DWI" under an ADC map: the other sequence's brightness)
     text = own_sentences(fig)
     found = _abnormal_sentences(text)
-    dark_beside = any(not a["negated"] for s in CLAUSES.split(text)
-                      for _, a in Context.default().mentions(s, _DARK_BESIDE))
-    if not found or not _surely(found[0]) or _SIGNAL_OF_PART.search(found[0]) or dark_beside:
+    if not found or not _surely(found[0]) or _SIGNAL_OF_PART.search(found[0]) or _affirms(text, _DARK_BESIDE):
         return None
     said = {name for name, pattern in (("brighter", _BRIGHTER), ("darker", _DARKER))
             for sentence in CLAUSES.split(text)
@@ -870,6 +868,7 @@ def _signal_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx_table: D
     f["signal_caption"] = clip(own_sentences(fig), 600)
     f["image"]["signal_figure"] = _evidence(fig)
     _note_dims(f, fig, dx_table)
+
 
 _SIDE_FOLDED = re.compile(r"\b(?:left|right)\b")
 # a sentence that takes its finding on into a second structure ("occipital lobe with extension into the posterior

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,21 +70,47 @@ def read_jsonl(path: str | os.PathLike[str], model: type[M] | None = None) -> It
         raise RecordError("file not found", path)
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            if not line.endswith("\n"):
-                raise RecordError(f"line {lineno}: truncated record (no newline at end)", path)
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RecordError(f"line {lineno}: invalid JSON ({exc.msg})", path) from None
-            if model is None:
-                yield obj
-                continue
-            try:
-                yield model.model_validate(obj)
-            except ValidationError as exc:
-                raise RecordError(f"line {lineno}: {validation_message(exc)}", path) from None
+            if line.strip():
+                yield _validated(_record(line, lineno, path), model, lineno, path)
+
+
+def read_jsonl_ordered(path: str | os.PathLike[str], key: Callable[[Any], Any],
+                       model: type[M] | None = None) -> Iterator[Any]:
+    """``read_jsonl`` in the order of ``key`` (of each record as read, before validation; the file's order among
+    equal keys), not the file's. The file is read twice, first for the keys and where each record starts, so that
+    memory holds keys, not records."""
+    path = Path(path)
+    if not path.exists():
+        raise RecordError("file not found", path)
+    order = []
+    with path.open("rb") as fh:
+        end = 0
+        for lineno, raw in enumerate(fh, 1):
+            start, end = end, end + len(raw)
+            if raw.strip():
+                order.append((key(_record(raw.decode("utf-8"), lineno, path)), lineno, start))
+        order.sort(key=lambda x: (x[0], x[1]))
+        for _, lineno, start in order:
+            fh.seek(start)
+            yield _validated(json.loads(fh.readline()), model, lineno, path)
+
+
+def _record(line: str, lineno: int, path: Path) -> Any:
+    if not line.endswith("\n"):
+        raise RecordError(f"line {lineno}: truncated record (no newline at end)", path)
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"line {lineno}: invalid JSON ({exc.msg})", path) from None
+
+
+def _validated(obj: Any, model: type[M] | None, lineno: int, path: Path) -> Any:
+    if model is None:
+        return obj
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        raise RecordError(f"line {lineno}: {validation_message(exc)}", path) from None
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from curation.errors import RecordError
-from curation.jsonio import content_hash, read_jsonl, write_jsonl
+from curation.jsonio import content_hash, read_jsonl, read_jsonl_ordered, write_jsonl
 from curation.pseudonyms import pseudonym
 from curation.records import atomic_open, staged_dir, write_text
 from curation.schema import Case, SourceName
@@ -44,6 +44,21 @@ def test_jsonl_round_trip_and_truncated_line(tmp_path: Path) -> None:
     path.write_text('{"case_id": 1}\n')
     with pytest.raises(RecordError, match="line 1"):
         list(read_jsonl(path, Case))
+
+
+def test_jsonl_read_in_key_order(tmp_path: Path) -> None:
+    path = tmp_path / "cases.jsonl"
+    rows = [{"case_id": "c", "origin": "MedPix MPX20"}, {"case_id": "a", "origin": None},
+            {"case_id": "b", "origin": "MedPix MPX10"}, {"case_id": "d", "origin": "MedPix MPX10"}]
+    path.write_text("".join(json.dumps(r) + "\n" + ("\n" if n == 1 else "") for n, r in enumerate(rows)))
+    by_origin = [r["case_id"] for r in read_jsonl_ordered(path, lambda r: (r["origin"] is None, r["origin"] or ""))]
+    assert by_origin == ["b", "d", "c", "a"]  # equal keys in the file's order, a blank line skipped
+    path.write_text(path.read_text() + '{"case_id": "trunc')
+    with pytest.raises(RecordError, match=r"cases.jsonl: line 6: truncated record"):
+        list(read_jsonl_ordered(path, lambda r: r["case_id"]))
+    path.write_text('{"case_id": "x", "source": "medpix", "license": "y"}\n{"case_id": 1}\n')
+    with pytest.raises(RecordError, match="line 2"):
+        list(read_jsonl_ordered(path, lambda r: str(r["case_id"]), Case))
 
 
 def test_ids_are_stable_and_keyed() -> None:

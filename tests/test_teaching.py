@@ -653,6 +653,32 @@ def test_a_release_of_real_teaching_cases_credits_each_item_to_its_true_origin(t
         assert f"MedPix teaching case {uid}," in r.attribution and "Radiopaedia" not in r.attribution
 
 
+@needs_medpix
+def test_the_items_made_do_not_change_with_the_secret(tmp_path: Path) -> None:
+    """Case ids are keyed hashes, so that under another project secret the cases come in another order; generation
+    spreads each template's keys over the cases in the order it meets them, so it meets them in the source's own
+    order (MedPix case numbers) and makes the same items whatever the secret (199 or 205 on the dev cases before),
+    with the same options in the same places."""
+    from curation.generate.stage import run as generate
+    from curation.jsonio import write_jsonl
+
+    cases = [_rendered(c) for c in _ingest("medpix", MEDPIX, tmp_path / "m")]
+    ids = sorted(c.case_id for c in cases)
+    params = GenerateParams(templates_dir=str(ROOT / "templates" / "questions"),
+                            knowledge=str(ROOT / "templates" / "knowledge" / "neurology.yaml"),
+                            diagnoses=str(DIAGNOSES))
+    made = []
+    for name, renamed in (("one", ids), ("other", ids[::-1])):  # another secret: the ids fall in another order
+        src = tmp_path / name / "extract"
+        again = sorted((c.model_copy(update={"case_id": renamed[ids.index(c.case_id)]}) for c in cases),
+                       key=lambda c: c.case_id)  # as extract writes them
+        write_jsonl(src / "cases.jsonl", again)
+        generate(params, src, tmp_path / name / "generate")
+        made.append(sorted((i["origin"], i["template_id"], i["answer"], i["options"], i["answer_index"])
+                           for i in read_jsonl(tmp_path / name / "generate" / "items.jsonl")))
+    assert len(made[0]) >= 150 and made[0] == made[1]
+
+
 def test_no_option_is_the_key_or_another_option_in_more_words() -> None:
     from curation.generate.teaching import _distinct
 

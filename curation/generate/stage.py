@@ -8,16 +8,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from curation.errors import InputError
 from curation.generate.augment import Augmenter, chosen
 from curation.generate.engine import Engine
-from curation.jsonio import batched, read_jsonl, write_jsonl
+from curation.jsonio import batched, read_jsonl, read_jsonl_ordered, write_jsonl
 from curation.llm import LLMClient, not_configured
 from curation.params import GenerateParams, LlmParams
 from curation.records import staged_dir
 from curation.report import Report
 from curation.schema import Case, Item
+
+
+def source_order(case: dict[str, Any]) -> tuple[str, bool, str, str]:
+    """Cases by source, then by the source's own id (a MedPix case number, a DOI), not by case id, a keyed hash:
+    generation spreads each template's keys over the cases in the order it meets them (``Engine.generate``), so in
+    this order the items made do not change with the project's secret. Cases whose source id names a participant
+    (ADNI, OASIS: no ``origin``) come after their source's others, by case id."""
+    origin = case.get("origin")
+    return str(case.get("source")), origin is None, str(origin or ""), str(case.get("case_id"))
 
 
 def run(params: GenerateParams, src: Path, dst: Path, report_path: Path | None = None,
@@ -44,7 +54,7 @@ def run(params: GenerateParams, src: Path, dst: Path, report_path: Path | None =
         return item
 
     def drafts() -> Iterator[Item]:
-        for case in read_jsonl(src / "cases.jsonl", Case):
+        for case in read_jsonl_ordered(src / "cases.jsonl", source_order, Case):
             report.inputs += 1
             if case.flags:
                 flagged[case.case_id] = case.flag_notes()

@@ -302,6 +302,22 @@ def test_a_withheld_diagnosis_leaves_its_key_slot_to_a_case_that_can_show_it() -
     assert f.get("dx_with_history") == "Glioblastoma" and "dx_figures" in f["image"]
 
 
+def test_a_diagnosis_past_its_share_of_choice_items_is_still_asked_from_an_image_that_names_it() -> None:
+    """Each diagnosis keys a few choice items with the history at most (MAX_SAME_DX); a fourth stroke whose caption
+    names it is still asked from the images alone, a template whose keys are capped apart, once (MAX_SAME_DIRECT);
+    a fifth, and one whose caption does not name it, make no choice item."""
+    d, asked = Diagnoses(DIAGNOSES), Counter()
+    dwi = ("DWI", "Diffusion weighted image shows restricted diffusion in the left MCA territory, an acute infarct.")
+    plain = ("DWI", "Diffusion weighted image shows a wedge of restricted diffusion in the left MCA territory.")
+    adc = ("ADC", "The ADC map shows low signal in the same wedge of the left MCA territory.")
+    made = []
+    for figs in ([plain, adc], [plain, adc], [plain, adc], [plain, adc], [dwi], [dwi]):
+        f: dict = {"image": {}}
+        teaching_facts(f, _figures("Acute ischaemic stroke", figs), d, asked)
+        made.append("dx_direct" if "dx_direct" in f else "dx_with_history" if "dx_with_history" in f else None)
+    assert made == ["dx_with_history"] * 3 + [None, "dx_direct", None]
+
+
 def test_figures_under_one_caption_are_asked_together() -> None:
     """Two to six figures whose author wrote one caption for them are one finding item (the first four shown), with
     that caption as the reference; a caption under more figures than that describes a series, not these images."""

@@ -467,8 +467,9 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         _refuse_diagnosis(f, DECIDED_BY_HISTOLOGY)
     elif dx and entry and only_after:
         _refuse_diagnosis(f, POSTOPERATIVE)
-    elif dx and entry:
-        _diagnosis_facts(f, case, dx_table, dx, entry, asked)
+    spare = False  # a diagnosis many cases share, already the key of its share of choice items
+    if dx and entry and not (entry.histology or only_after):
+        spare = _diagnosis_facts(f, case, dx_table, dx, entry, asked)
     deciding = set(entry.shown_by) if entry else set()
     usable = _agreeing(_legible(usable if only_after else before), case, dx_table, deficit)
     scored = [fig for _, _, fig in sorted(((caption_score(fig.caption), -n, fig) for n, fig in enumerate(usable)),
@@ -485,7 +486,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
                                                                                             {g.kind or ""}))),
                               g.kind not in deciding))
     if scored:  # a diagnosis needs the disease on the image, which a caption shared by a series still says
-        _diagnosis_figure_facts(f, case, dx_table, dx, site, deciding, scored, shown, asked)
+        _diagnosis_figure_facts(f, case, dx_table, dx, site, deciding, scored, shown, asked, spare)
     described: list[tuple[list[Figure], str]] = []  # the figures whose side may be asked, with their description
     # where the case's report puts its abnormalities: read once, for the structure the figures' captions give
     reported = {dx_table.structure(x) for x in _abnormal_sentences(case.sections.get("findings", ""))}
@@ -566,9 +567,11 @@ def _consult_facts(f: dict[str, Any], figs: list[Figure], deciding: set[str]) ->
 
 
 def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str, entry: DiagnosisEntry,
-                     dx_asked: Counter[str]) -> None:
+                     dx_asked: Counter[str]) -> bool:
     """The case's diagnosis, its wrong options, and how it may be asked (from the image alone, with the history,
-    or not at all where the history names it)."""
+    or not at all where the history names it). True where the diagnosis is already the key of its share of choice
+    items (``MAX_SAME_DX``) and its history does not name it: it may still be asked from the image alone where a
+    caption names it, a template whose keys are capped apart (``MAX_SAME_DIRECT``)."""
     f["dx"] = dx
     # (by the name each goes by where this disease lies: a skull lesion's "metastasis" is a skull metastasis, not a
     # cerebral one, which two clinical reads found a mis-framed option)
@@ -600,6 +603,7 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
             f["dx_told"] = True
     if not told:
         f["dx_told_ok"] = True
+    return not told and "dx_direct" not in f and "dx_with_history" not in f
 
 
 def _names_plainly(caption: str, dx: str, dx_table: Diagnoses) -> bool:
@@ -629,17 +633,21 @@ def _as_written(words: str, name: str) -> str:
 
 def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str | None, site: str | None,
                             deciding: set[str], scored: list[Figure], shown: list[Figure],
-                            asked: Counter[str]) -> None:
+                            asked: Counter[str], spare: bool = False) -> None:
     """The figures a diagnosis item shows (up to three, one of each sequence first) and the reference its answer is
-    graded against."""
+    graded against. ``spare``: the diagnosis has had its share of choice items, and is asked only from the image
+    alone, where a caption names it."""
     # (of figures a series caption describes alike, one of a kind that tells the disease from its mimics first)
     fig = shown[0] if shown else min(scored, key=lambda g: (-caption_score(g.caption), g.kind not in deciding))
     naming = next((g for g in scored if dx and _names_plainly(g.caption, dx, dx_table)), None)
-    if naming is not None and "dx_with_history" in f and not f.get("dx_told") \
+    if naming is not None and ("dx_with_history" in f or spare) and not f.get("dx_told") \
             and asked[f"direct:{dx}"] < MAX_SAME_DIRECT:
-        # the caption says this image shows the disease: its author reads it from the image alone
+        # the caption says this image shows the disease: its author reads it from the image alone (a fourth stroke
+        # too: the image-only template's keys are capped apart, so its guesser does not meet the other three)
         fig = naming
-        f["dx_direct"] = f.pop("dx_with_history")
+        f["dx_direct"] = f.pop("dx_with_history", dx)
+        if spare:
+            asked[dx] += 1  # (given back below where no shown image can tell it)
     f["image"]["dx_figure"] = _evidence(fig)
     _note_dims(f, fig, dx_table)
     # the diagnosis is read from every sequence the case shows the finding on (up to three), as its author

@@ -318,6 +318,23 @@ def test_a_diagnosis_past_its_share_of_choice_items_is_still_asked_from_an_image
     assert made == ["dx_with_history"] * 3 + [None, "dx_direct", None]
 
 
+def test_a_reference_that_describes_no_finding_is_not_made() -> None:
+    """A diagnosis is graded against what its images' captions describe; captions that, read for these images, say
+    only what they lack and conclude ("no abnormal enhancement; this is consistent with an arachnoid cyst") give no
+    reference, and the report (about other slices) does not stand in for them."""
+    d = Diagnoses(DIAGNOSES)
+    for cyst, described in (("Cystic lesion anterior to the left temporal lobe, of CSF signal.", True),
+                            # (said of every sequence, the sentence is not read as these images')
+                            ("Cystic lesion anterior to the left temporal lobe, of CSF signal on all sequences.", False)):
+        t1c = f"{cyst} Following gadolinium there is no abnormal enhancement. This is consistent with an arachnoid cyst."
+        case = _figures("Arachnoid cyst", [("T2", cyst), ("T1C", t1c)])
+        case.sections["findings"] = "Incidental left middle fossa arachnoid cyst. Sinusitis."
+        f: dict = {"image": {}}
+        teaching_facts(f, case, d, Counter())
+        assert bool(f.get("dx_reference")) is described, f.get("dx_reference")
+        assert described is ("Cystic lesion" in f.get("dx_reference", ""))
+
+
 def test_figures_under_one_caption_are_asked_together() -> None:
     """Two to six figures whose author wrote one caption for them are one finding item (the first four shown), with
     that caption as the reference; a caption under more figures than that describes a series, not these images."""

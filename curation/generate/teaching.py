@@ -179,6 +179,18 @@ def _supporting_sentence(caption: str) -> str:
     return first_sentence(pick[0] if pick else caption)
 
 
+# a sentence that only concludes, naming the diagnosis and no finding ("This is consistent with an arachnoid cyst")
+_CONCLUSION = re.compile(r"^\W*(?:this|these|it|(?:the\s+)?(?:findings?|appearances?|features?))\s+(?:is|are|was|were|"
+                         r"appears?|seems?)?\s*(?:(?:most|more|very)\s+)?(?:likely\s+)?(?:consistent|compatible|"
+                         r"diagnostic|typical|characteristic|suggestive|in keeping|pathognomonic|represents?)\b", re.I)
+
+
+def _finds(text: str) -> bool:
+    """Whether ``text`` describes a finding: a clause that says an abnormality without negating it and is not only a
+    conclusion naming the diagnosis."""
+    return any(affirmed(s) for s in CLAUSES.split(text) if not _CONCLUSION.search(s))
+
+
 def _set_sure(f: dict[str, Any], name: str, text: str) -> None:
     """``f[name]``, the supporting sentence of ``text``, where it says its first abnormality without doubt: an answer
     the caption itself doubts ("There seems to be a hypodense centre in the mass") is no key, so its item is not
@@ -701,6 +713,11 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
     # the report is the reference only where no caption describes the images: its other sentences are about
     # slices and sequences the item does not show
     f["dx_reference"] = described or (f"The report: {clip(report, 500)}" if report else "")
+    if told and not any(_finds(text) for text in told):
+        # captions that say only what the images lack and conclude ("no abnormal enhancement; this is consistent
+        # with an arachnoid cyst") grade no finding, and the report is not about these images either: a reference
+        # without the cyst itself was borderline in a clinical read
+        f["dx_reference"] = ""
 
 
 def _key_figure_facts(f: dict[str, Any], shown: list[Figure], dx_table: Diagnoses,

@@ -23,7 +23,8 @@ def tool() -> TextDeidentifier:
 @pytest.mark.parametrize("phrase", [
     "Chiari I Malformation", "Arnold-Chiari malformation", "Wernicke encephalopathy", "Wernicke's encephalopathy",
     "Creutzfeldt-Jakob disease", "Creutzfeldt-Jacob Disease", "Sturge-Weber syndrome", "Virchow-Robin spaces",
-    "Jefferson Fracture", "Dandy-Walker malformation", "Marcus Gunn pupil"])
+    "Jefferson Fracture", "Dandy-Walker malformation", "Marcus Gunn pupil", "Gram Stain", "Gram positive cocci",
+    "Gram-negative rods"])
 def test_eponymous_diagnoses_and_signs_are_kept(tool: TextDeidentifier, phrase: str) -> None:
     text = f"Findings are typical of {phrase}."
     assert tool.deidentify(text)[0] == text

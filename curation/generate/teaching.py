@@ -42,6 +42,8 @@ COMMON_KINDS = ("FLAIR", "T1C", "T1", "T2")
 CONFUSABLE_KINDS = frozenset({"T1", "T1C", "T2"})
 _CONTRAST = re.compile(r"enhanc|contrast|gadolin|\bgd\b", re.I)
 MAX_SAME_KEY = 2
+# the wrong options of a structure item (of generate's n_options, 5: the key and four)
+STRUCTURE_OPTIONS = 4
 # a diagnosis is the key of at most three choice items (on the 77 MedPix dev cases the commonest-answer guesser
 # then scores 0.04 over chance on the diagnosis template)
 MAX_SAME_DX = 3
@@ -945,10 +947,19 @@ def _structure_facts(f: dict[str, Any], described: str, caption: str, figs: list
     # keys spread, as diagnoses'; and a key asked again is offered beside another option asked as often (the
     # template has a dozen items on 77 cases: a key asked twice among options never asked was the majority-answer
     # guesser's pick, 0.17 over chance)
+    # (the neighbours asked most so far are the ones offered, STRUCTURE_OPTIONS of them: an option asked as often as
+    # the key must be among those offered, not only among its neighbours, and a guesser that picks the structure most
+    # often the key then meets it as a wrong option; +0.10 over chance on the dev cases laid out as case reports)
+    # (and the first item of that key must have offered one too, by now: that guesser, leaving each item out,
+    # otherwise finds the second's key on the first)
     prior = asked[f"structure:{where}"]
-    if len(near) >= 3 and prior < MAX_SAME_KEY and (prior == 0 or any(asked[f"structure:{n}"] >= prior
-                                                                        for n in near)):
+    near = sorted(near, key=lambda n: -asked[f"structure:{n}"])[:STRUCTURE_OPTIONS]
+    offered = [k.rsplit(":", 1)[1] for k in asked if k.startswith(f"structure_offered:{where}:")]
+    if len(near) >= 3 and prior < MAX_SAME_KEY and (prior == 0 or (
+            any(asked[f"structure:{n}"] >= prior for n in near)
+            and any(asked[f"structure:{n}"] >= prior for n in offered))):
         asked[f"structure:{where}"] += 1
+        asked.update(f"structure_offered:{where}:{n}" for n in near)
         f["structure"] = where
         f["structure_options"] = near
         f["structure_caption"] = clip(described, 600)

@@ -21,11 +21,13 @@ from curation.report import Report
 from curation.schema import Case, Item
 
 
-def source_order(case: dict[str, Any]) -> tuple[str, bool, str, str]:
+def source_order(case: Any) -> tuple[str, bool, str, str]:
     """Cases by source, then by the source's own id (a MedPix case number, a DOI), not by case id, a keyed hash:
     generation spreads each template's keys over the cases in the order it meets them (``Engine.generate``), so in
     this order the items made do not change with the project's secret. Cases whose source id names a participant
     (ADNI, OASIS: no ``origin``) come after their source's others, by case id."""
+    if not isinstance(case, dict):
+        return "", True, "", ""  # (not a case: reading it as one says so, naming its line)
     origin = case.get("origin")
     return str(case.get("source")), origin is None, str(origin or ""), str(case.get("case_id"))
 

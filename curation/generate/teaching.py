@@ -660,7 +660,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
         # too: the image-only template's keys are capped apart, so its guesser does not meet the other three)
         fig = naming
         f["dx_direct"] = f.pop("dx_with_history", dx)
-        if spare:
+        if spare and dx:
             asked[dx] += 1  # (given back below where no shown image can tell it)
     f["image"]["dx_figure"] = _evidence(fig)
     _note_dims(f, fig, dx_table)

@@ -24,7 +24,7 @@ def tool() -> TextDeidentifier:
     "Chiari I Malformation", "Arnold-Chiari malformation", "Wernicke encephalopathy", "Wernicke's encephalopathy",
     "Creutzfeldt-Jakob disease", "Creutzfeldt-Jacob Disease", "Sturge-Weber syndrome", "Virchow-Robin spaces",
     "Jefferson Fracture", "Dandy-Walker malformation", "Marcus Gunn pupil", "Gram Stain", "Gram positive cocci",
-    "Gram-negative rods"])
+    "Gram-negative rods", "Michel Aplasia", "Mondini deformity"])
 def test_eponymous_diagnoses_and_signs_are_kept(tool: TextDeidentifier, phrase: str) -> None:
     text = f"Findings are typical of {phrase}."
     assert tool.deidentify(text)[0] == text
@@ -75,6 +75,8 @@ def test_a_name_beside_eponyms_is_still_removed(tool: TextDeidentifier) -> None:
     assert "Dr. [NAME]" in out and "Wernicke encephalopathy" in out and "Jefferson fracture of C1" in out
     for phi in ("John", "Marsh", "Monday", "Mary", "Jefferson called"):
         assert phi not in out, (phi, out)
+    out, _ = tool.deidentify("Michel left at 3pm; Dr. Gram saw her. Gram stain negative; no Michel aplasia.")
+    assert out == "[NAME] left at 3pm; Dr. [NAME] saw her. Gram stain negative; no Michel aplasia.", out
 
 
 def test_may_is_a_date_only_where_it_is_not_the_verb(tool: TextDeidentifier) -> None:

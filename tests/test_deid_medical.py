@@ -35,7 +35,11 @@ def test_eponymous_diagnoses_and_signs_are_kept(tool: TextDeidentifier, phrase: 
     "Cerebral Cavernous Malformation", "Cerebellar PICA Infarction", "Hyperostosis Frontalis Interna",
     "Septo-Optic Dysplasia", "partially empty sella", "Pilocytic astrocytoma", "MR images", "This may represent",
     "Gadolinium", "visual acuity 20/125", "VA 20/50 O.D., 20/60 O.S.", "fracture of C1", "L5-S1 disc",
-    "T2 hyperintense lesion 3.0 x 3.0 cm"])
+    "T2 hyperintense lesion 3.0 x 3.0 cm",
+    # real MedPix histories: vital signs, laboratory words, an eponymous test and eponyms written apart
+    "Vitals: Tm 98.8, BP 134/74, Pulse 66, rr 18", "Her blood pressure in the ER was 170/101", "Elevated AST/ALT",
+    "Labs WNL", "ENA neg", "Hypercoag panel", "Conversion of oxyHb to deoxyHb", "Humphrey visual field (30-2)",
+    "an Arnold Chiari II malformation", "Dandy Walker malformation"])
 def test_medical_phrases_and_measures_are_kept(tool: TextDeidentifier, phrase: str) -> None:
     text = f"{phrase}."
     assert tool.deidentify(text)[0] == text
@@ -77,6 +81,9 @@ def test_a_name_beside_eponyms_is_still_removed(tool: TextDeidentifier) -> None:
         assert phi not in out, (phi, out)
     out, _ = tool.deidentify("Michel left at 3pm; Dr. Gram saw her. Gram stain negative; no Michel aplasia.")
     assert out == "[NAME] left at 3pm; Dr. [NAME] saw her. Gram stain negative; no Michel aplasia.", out
+    # (a date after "BP" is still one; a person whose two names are eponyms is still masked)
+    out, _ = tool.deidentify("BP checked on 12/10 by Arnold Walker.")
+    assert "12/10" not in out and "Arnold" not in out and "Walker" not in out, out
 
 
 def test_may_is_a_date_only_where_it_is_not_the_verb(tool: TextDeidentifier) -> None:

@@ -91,6 +91,11 @@ class Eponyms:
             if not m:
                 break
             right += 1 + m.end()
+        # (and eponyms written apart that name one thing, "Arnold Chiari II malformation", "Dandy Walker cyst": the
+        # words after it that are eponyms too are part of it)
+        while (m := re.match(r"\s+([A-Za-zÀ-ÿ]+(?:-[A-Za-zÀ-ÿ]+)*)", text[right:])) and all(
+                w.lower() in self.names for w in m.group(1).split("-")):
+            right += m.end()
         # one part of a hyphenated eponym ("Creutzfeldt-Jakob", "Guillain-Barré"): the whole compound decides, by the
         # policy's heads only where every part is one of the policy's eponyms
         parts = [w.lower().removesuffix("'s").removesuffix("’s") for w in WORD.findall(text[left:right])]

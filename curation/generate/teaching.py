@@ -477,12 +477,12 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     # describe a finding, its findings are still asked, and beside described images before treatment they are left out)
     before = [fig for fig in usable if not _affirms(fig.caption, _TREATED)]
     only_after = len(before) < len(usable) and not any(_describes(g.caption, dx_table) for g in before)
+    spare = False  # a diagnosis many cases share, already the key of its share of choice items
     if dx and entry and entry.histology:
         _refuse_diagnosis(f, DECIDED_BY_HISTOLOGY)
     elif dx and entry and only_after:
         _refuse_diagnosis(f, POSTOPERATIVE)
-    spare = False  # a diagnosis many cases share, already the key of its share of choice items
-    if dx and entry and not (entry.histology or only_after):
+    elif dx and entry:
         spare = _diagnosis_facts(f, case, dx_table, dx, entry, asked)
     deciding = set(entry.shown_by) if entry else set()
     usable = _agreeing(_legible(usable if only_after else before), case, dx_table, deficit)
@@ -608,7 +608,8 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
     told = dx_table.given_by(dx, case.presentation)
     # each diagnosis is the key of a few choice items at most: a diagnosis that many cases share (a stroke)
     # would otherwise be the answer a guesser picks wherever it is offered
-    if dx_asked[dx] < MAX_SAME_DX:
+    capped = dx_asked[dx] >= MAX_SAME_DX
+    if not capped:
         dx_asked[dx] += 1
         direct = entry.direct and not told and dx_asked[f"direct:{dx}"] < MAX_SAME_DIRECT
         f["dx_direct" if direct else "dx_with_history"] = dx
@@ -617,7 +618,7 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
             f["dx_told"] = True
     if not told:
         f["dx_told_ok"] = True
-    return not told and "dx_direct" not in f and "dx_with_history" not in f
+    return capped and not told
 
 
 def _names_plainly(caption: str, dx: str, dx_table: Diagnoses) -> bool:
@@ -954,7 +955,7 @@ def _structure_facts(f: dict[str, Any], described: str, caption: str, figs: list
     # otherwise finds the second's key on the first)
     prior = asked[f"structure:{where}"]
     near = sorted(near, key=lambda n: -asked[f"structure:{n}"])[:STRUCTURE_OPTIONS]
-    offered = [k.rsplit(":", 1)[1] for k in asked if k.startswith(f"structure_offered:{where}:")]
+    offered = [n for n in dx_table.near(where) if asked[f"structure_offered:{where}:{n}"]]
     if len(near) >= 3 and prior < MAX_SAME_KEY and (prior == 0 or (
             any(asked[f"structure:{n}"] >= prior for n in near)
             and any(asked[f"structure:{n}"] >= prior for n in offered))):

@@ -370,6 +370,24 @@ def test_figures_under_one_caption_are_asked_together() -> None:
     assert "group_figures" not in f["image"]
 
 
+def test_two_sequences_of_a_series_under_one_caption_are_a_pair_graded_by_what_both_show() -> None:
+    """A caption written for a series of T2 and post-contrast T1 images (three figures) gives the two-sequence item
+    one of each, graded by the sentences either kind shows, not by one about diffusion; a caption that describes
+    only the oedema, not the lesion, gives none."""
+    d = Diagnoses(DIAGNOSES)
+    caption = ("Irregular ring-enhancing mass in the left parietal lobe on post-gadolinium T1 images, with "
+               "surrounding T2 hyperintense oedema and mild midline shift. DWI shows no restricted diffusion.")
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Glioblastoma", [("T2", caption), ("T2", caption), ("T1C", caption)]), d, Counter())
+    assert {f["image"]["pair_first"]["series_id"], f["image"]["pair_second"]["series_id"]} == {"f01", "f03"}
+    assert f["pair_reference"].startswith("Both images: Irregular ring-enhancing mass")
+    assert "diffusion" not in f["pair_reference"]
+    oedema = "Extensive vasogenic oedema around it on T2 and after gadolinium."
+    f = {"image": {}}
+    teaching_facts(f, _figures("Glioblastoma", [("T2", oedema), ("T2", oedema), ("T1C", oedema)]), d, Counter())
+    assert "pair_first" not in f["image"]
+
+
 @pytest.mark.parametrize(("caption", "findings", "want"), [
     ("DWI: abnormal hyperintense cortical ribbon of the right occipital lobe.", "", "occipital lobe"),
     # a finding taken on into a neighbouring structure spans both: either is a fair answer

@@ -521,7 +521,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     tells = bool(shown) and (not deciding or shown[0].kind in deciding)
     whole = bool(group) and len(group) == sum(fold(g.caption) == fold(group[0].caption) for g in case.figures)
     _consult_facts(f, [shown[0]] if shown and (tells or not group) else group if whole else [], deciding)
-    pair = _pair(scored, case, deciding)
+    pair = _pair(scored, case, deciding, dx_table)
     if pair is not None and deciding and not {pair[0].kind, pair[1].kind} & deciding:
         _withhold(f, "pair_reference")
         pair = None
@@ -1011,11 +1011,14 @@ def _pair_facts(f: dict[str, Any], first: Figure, second: Figure, dx_table: Diag
     _note_dims(f, second, dx_table)
     f["pair_kind_names"] = [kind_name(first.kind or ""), kind_name(second.kind or "")]
     # one caption written for both images describes both
-    one, two = clip(own_sentences(first), 600), clip(own_sentences(second), 600)
-    same = fold(first.caption) == fold(second.caption)
-    # (a caption of both keeps the side where either image can show it)
-    f["pair_reference"] = (f"Both images: {one if first.plane != 'sagittal' else two}" if same
-                           else f"First image: {one} Second image: {two}")
+    # (a caption of both, or of their series, says what either kind shows, and keeps the side where either image
+    # can show it)
+    if fold(first.caption) == fold(second.caption):
+        both = as_seen(visible_sentences(first.caption, {first.kind or "", second.kind or ""}), [first, second])
+        f["pair_reference"] = f"Both images: {clip(both, 600)}"
+    else:
+        f["pair_reference"] = (f"First image: {clip(own_sentences(first), 600)} "
+                               f"Second image: {clip(own_sentences(second), 600)}")
 
 
 def _sequence_facts(f: dict[str, Any], case: Case, told: list[Figure], kinds_asked: Counter[str]) -> None:
@@ -1116,10 +1119,11 @@ def _compartment_facts(f: dict[str, Any], figs: list[Figure], site: str | None, 
     f["compartment_options"] = [v for k, v in COMPARTMENTS.items() if k != site]
 
 
-def _pair(scored: list[Figure], case: Case, deciding: set[str]) -> tuple[Figure, Figure] | None:
+def _pair(scored: list[Figure], case: Case, deciding: set[str], dx_table: Diagnoses) -> tuple[Figure, Figure] | None:
     """Two figures of different kinds whose captions each describe the figure they sit under (each its own
-    caption, or one caption written for exactly the two of them that names the lesion). A pair with a kind that
-    tells the disease from its mimics (``deciding``) first."""
+    caption, or one caption written for the two of them, or for a series of six at most of which they are two, that
+    names the lesion and fully describes it on their two kinds). A pair with a kind that tells the disease from its
+    mimics (``deciding``) first, then two of one plane (one level seen in two sequences)."""
     pairs = []
     for a in scored:
         for b in scored:
@@ -1129,7 +1133,10 @@ def _pair(scored: list[Figure], case: Case, deciding: set[str]) -> tuple[Figure,
             # (one caption of both names the lesion, not only what it does: "extensive vasogenic oedema" of a
             # meningioma's T2 and post-contrast T1 described neither the mass nor its enhancement, a clinical read)
             if (_own_caption(a, case) and _own_caption(b, case)) or (
-                    len(shared) == 2 and b in shared and any(_names_lesion(x) for x in CLAUSES.split(a.caption))):
+                    2 <= len(shared) <= 6 and b in shared and any(_names_lesion(x) for x in CLAUSES.split(a.caption))
+                    and (len(shared) == 2 or _full(visible_sentences(a.caption, {a.kind or "", b.kind or ""}),
+                                                   dx_table))):
                 pairs.append((a, b))
-    return next((pr for pr in pairs if {pr[0].kind, pr[1].kind} & deciding), pairs[0] if pairs else None)
+    pairs.sort(key=lambda pr: (not {pr[0].kind, pr[1].kind} & deciding, pr[0].plane != pr[1].plane))
+    return pairs[0] if pairs else None
 

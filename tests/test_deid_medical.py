@@ -63,13 +63,14 @@ def test_a_differential_written_as_a_list_is_kept_line_by_line(tool: TextDeident
     ("Later Pica called back.", "Pica"), ("PICA AT BEDSIDE WITH PT", "PICA"),  # the surname, not the artery
 ])
 def test_the_modality_and_the_arteries_do_not_shelter_a_name(tool: TextDeidentifier, text: str, phi: str) -> None:
-    """"MR showing", "MRS demonstrates", "MR: Left" and "the L PICA" are medicine; a name after a title, a name wrapped
-    onto a second line and the surname Pica are still removed (a hostile review's reproducers)."""
+    """"MR showing", "MRS demonstrates", "MR: Left", MedPix's "MR - Other" and "the L PICA" are medicine; a name after
+    a title, a name wrapped onto a second line and the surname Pica are still removed (a hostile review's
+    reproducers)."""
     out, _ = tool.deidentify(text)
     assert phi not in out, out
     for kept in ("Axial T2 weighted MR showing increased attenuation.", "MRS demonstrates elevation of NAA.",
                  "MR: Left posterior parietal lesions.", "Decreased filling in the L PICA.",
-                 "multiple sclerosis (MS); Lyme disease; etc."):
+                 "multiple sclerosis (MS); Lyme disease; etc.", "Axial MR - Other Pulse Seq."):
         assert tool.deidentify(kept)[0] == kept
 
 

@@ -438,6 +438,11 @@ class Case(Model):
     provenance: Provenance = Field(default_factory=Provenance)
     flags: list[SourceFlag] = Field(default_factory=list)
 
+    @property
+    def stable_id(self) -> str:
+        """The case's name that no project secret changes: its source's own id, else its (keyed) case id."""
+        return self.origin or self.case_id
+
     def flag_notes(self) -> list[str]:
         """The case's flags as the one-line notes its items and review tasks carry."""
         return [f"{f.field}: instruction-like text removed (rule {f.rule})" for f in self.flags]
@@ -598,6 +603,11 @@ class Item(Model):
     status: Literal["draft", "kept", "rejected", "reviewed", "unreviewed", "released"] = "draft"
     source_flags: list[str] = Field(default_factory=list, description="its case's flags (Case.flags), for review")
 
+    @property
+    def stable_id(self) -> str:
+        """Its case's name that no project secret changes (``Case.stable_id``)."""
+        return self.origin or self.case_id
+
 
 class ReleaseManifest(Model):
     schema_version: str = SCHEMA_VERSION
@@ -688,7 +698,7 @@ class ReleaseRow(Model):
             visual_dims=[d.value for d in item.visual_dims], reasoning_dims=[d.value for d in item.reasoning_dims],
             template_id=item.template_id or "", difficulty=item.difficulty or "", review_status=item.status,
             review_verdict=(item.review.final_verdict if item.review else None) or "", source=item.source.value,
-            license=item.license, attribution=item.attribution or "", origin=item.origin or item.case_id,
+            license=item.license, attribution=item.attribution or "", origin=item.stable_id,
             license_spdx=license_spdx,
             license_class=license_class, evidence=evidence,
             generator=json.dumps({**item.generator.model_dump(exclude_none=True),

@@ -980,18 +980,23 @@ def test_a_disease_one_image_decides_is_asked_of_one_image() -> None:
 
 def test_a_choice_among_mimics_is_not_asked_of_one_image() -> None:
     """One post-contrast slice of a cystic sellar mass does not tell a craniopharyngioma from an adenoma: no
-    diagnosis choice of one image (the open items, graded against the case's differential, stay); with a second
-    image it is asked."""
+    diagnosis choice of one image and no reasoning to it (the consult, graded against the case's differential,
+    stays); with a second image both are asked. A disease one image decides is reasoned out from one image."""
     d = Diagnoses(DIAGNOSES)
     t1c = ("T1C", "Axial T1 weighted image after gadolinium: partially cystic enhancing suprasellar mass.")
     f: dict = {"image": {}}
     teaching_facts(f, _figures("Craniopharyngioma", [t1c]), d, Counter())
     assert "dx_with_history" not in f and f["refused"]["dx_with_history"] == "one_image"
-    assert "dx_figures" in f["image"] and f.get("dx_told_ok")
+    assert "dx_reference" not in f and f["refused"]["dx_reference"] == "one_image"
+    assert "dx_figures" in f["image"] and f.get("dx_told_ok") and "consult_caption" in f
     ct = ("CT", "Noncontrast CT shows a suprasellar mass with peripheral calcification.")
     f = {"image": {}}
     teaching_facts(f, _figures("Craniopharyngioma", [t1c, ct]), d, Counter())
-    assert f["dx_with_history"] == "Craniopharyngioma"
+    assert f["dx_with_history"] == "Craniopharyngioma" and f["dx_reference"]
+    f = {"image": {}}
+    teaching_facts(f, _figures("Colloid cyst", [("CT", "Noncontrast CT shows a rounded hyperdense mass in the "
+                                                       "anterior third ventricle.")]), d, Counter())
+    assert f["dx_reference"].startswith("First image: Noncontrast CT shows a rounded hyperdense mass")
 
 
 @pytest.mark.parametrize("caption", [

@@ -287,7 +287,7 @@ class Engine:
         evidence = [Evidence(**e) for ev in shown for e in (ev if isinstance(ev, list) else [ev])]
         # (drawn by the source's own id where it has one, not by the case id, a keyed hash: the options do not
         # change with the project's secret)
-        seed = int(content_hash([self.params.seed, case.origin or case.case_id, t.id, t.version], 8), 16)
+        seed = int(content_hash([self.params.seed, case.stable_id, t.id, t.version], 8), 16)
         options: list[str] = []
         if t.format == ItemFormat.mcq and t.distractors is not None:
             # a case's own differential comes first: its author weighed those against this history, so they fit
@@ -376,7 +376,7 @@ class Engine:
             spill.unlink(missing_ok=True)
 
     def _letter_order(self, it: Item) -> str:
-        return content_hash([self.params.seed, it.template_id, it.origin or it.case_id])
+        return content_hash([self.params.seed, it.template_id, it.stable_id])
 
 
 def _keyed(it: Item) -> bool:

@@ -830,6 +830,24 @@ def test_a_disease_only_histology_tells_is_never_a_diagnosis_key() -> None:
     assert f["refused"]["dx_with_history"] == "decided_by_histology"
 
 
+def test_a_disease_defined_by_one_structure_is_asked_only_where_an_image_shows_it() -> None:
+    """A Mondini deformity is an incompletely partitioned cochlea (diagnoses.yaml ``seen_in``); a dilated vestibule and
+    canals are shared by its mimics: of images described by those alone no diagnosis item is made, and the report
+    says why; where a described image names the cochlea, it is."""
+    d = Diagnoses(DIAGNOSES)
+    vestibule = ("CT", "Axial CT of the left temporal bone: the vestibule and the lateral semicircular canal are "
+                       "dilated.")
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Mondini deformity", [vestibule, vestibule]), d, Counter())
+    assert not {"dx", "dx_with_history", "dx_direct", "dx_told_ok"} & set(f)
+    assert f["refused"]["dx_told_ok"] == "defining_structure_not_shown"
+    cochlea = ("CT", "Axial CT of the left temporal bone: the cochlea is dysplastic, with an abnormal small apical "
+                     "turn.")
+    f = {"image": {}}
+    teaching_facts(f, _figures("Mondini deformity", [cochlea, vestibule]), d, Counter())
+    assert f["dx"] == "Mondini deformity" and "refused" not in f
+
+
 def test_no_structure_where_the_description_places_a_second_lesion_elsewhere() -> None:
     """"Low attenuation focus in the left parietal lobe. Second lesion in the left temporal lobe": which one is
     principal is the reader's call (a clinical read found the temporal key, with parietal not offered, unfair)."""

@@ -482,6 +482,9 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         _refuse_diagnosis(f, DECIDED_BY_HISTOLOGY)
     elif dx and entry and only_after:
         _refuse_diagnosis(f, POSTOPERATIVE)
+    elif dx and entry and not any(_describes(g.caption, dx_table) and dx_table.shows_defining(dx, g.caption)
+                                  for g in before):
+        _refuse_diagnosis(f, DEFINING_NOT_SHOWN)
     elif dx and entry:
         spare = _diagnosis_facts(f, case, dx_table, dx, entry, asked)
     deciding = set(entry.shown_by) if entry else set()
@@ -545,6 +548,10 @@ DECIDED_BY_HISTOLOGY = "decided_by_histology"
 
 # why no diagnosis item is made where the case's images are all after surgery or radiation
 POSTOPERATIVE = "postoperative_images"
+# why none is made where no described image names the structure whose form defines the disease (diagnoses.yaml
+# ``seen_in``: three temporal-bone slices of a dilated vestibule and canals keyed Mondini, whose cochlea none showed,
+# failed two clinical reads)
+DEFINING_NOT_SHOWN = "defining_structure_not_shown"
 # a caption of an image after treatment: "postoperative", "post-radiation", or a procedure after "status post", "s/p",
 # "after", "following" or "treated with" (not "s/p fall": a trauma's history says s/p too)
 _PROCEDURE = (r"(?:surgery|surgical|resection|craniotomy|craniectomy|debulking|radiation|radiotherapy|radiosurgery|"

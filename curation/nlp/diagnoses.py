@@ -42,6 +42,10 @@ class DiagnosisEntry(BaseModel):
     # hypothalamic glioma or a papillary craniopharyngioma also is; a myxopapillary ependymoma of the filum, which a
     # cauda equina schwannoma looks like in three clinical reads): no item asks the diagnosis of its images
     histology: bool = False
+    # the structure whose form defines it, where its mimics share the rest (Mondini's incomplete partition: the
+    # cochlea, where a dilated vestibule is shared with its mimics): a diagnosis item shows an image whose caption
+    # names it, else none is made
+    seen_in: list[str] = []
     # the name it goes by where the case's disease lies elsewhere (a skull lesion's differential "metastasis" is a
     # skull metastasis, not the table's cerebral one): site -> name, offered as such
     at_site: dict[str, str] = {}
@@ -136,6 +140,13 @@ class Diagnoses:
             if best is None or cand < best:
                 best = cand
         return best[2] if best else None
+
+    def shows_defining(self, name: str, caption: str) -> bool:
+        """Whether ``caption`` names the structure that defines diagnosis ``name`` (``seen_in``; True where the
+        table names none)."""
+        entry = self.entry(name)
+        words = entry.seen_in if entry else []
+        return not words or any(re.search(rf"\b{re.escape(fold(w))}", fold(caption)) for w in words)
 
     def given_by(self, name: str, history: str) -> bool:
         """Whether ``history`` names the diagnosis or one of its clues (a word of the history, not of the image)."""

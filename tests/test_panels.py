@@ -160,9 +160,10 @@ def test_a_case_report_figure_of_panels_becomes_one_teaching_figure_a_panel(tmp_
                                    diagnoses=str(ROOT / "templates" / "knowledge" / "diagnoses.yaml")))
     items, _ = engine.generate(case)
     made = {i.template_id for i in items}
-    # (the diagnosis as an open item: one panel describes the finding, and a choice among Wernicke's mimics is not
-    # offered of one image)
-    assert {"teaching_rationale", "teaching_sequence", "teaching_compartment"} <= made, made
+    # (no diagnosis: one panel describes the finding, and neither a choice among Wernicke's mimics nor the reasoning
+    # to it is asked of one image)
+    assert {"teaching_sequence", "teaching_compartment"} <= made, made
+    assert not {"teaching_rationale", "teaching_diagnosis"} & made, made
     assert all(set(i.images) <= {f.path for f in case.figures} for i in items)
 
 

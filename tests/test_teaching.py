@@ -1053,3 +1053,47 @@ def test_images_after_surgery_make_no_diagnosis_item() -> None:
     f = {"image": {}}
     teaching_facts(f, _figures("High-grade glioma", [irradiated]), d, Counter())
     assert f["refused"]["dx_told_ok"] == "postoperative_images"
+
+
+@pytest.mark.parametrize(("caption", "want"), [
+    ("Axial T1 after gadolinium: irregular ring-enhancing lesion in the left parietal lobe.",
+     "Ring (rim) enhancement around a non-enhancing centre"),
+    ("Sagittal post-gad T1: large heterogeneously enhancing solid mass in the cerebellar vermis.",
+     "Heterogeneous, patchy enhancement"),
+    ("Post-gadolinium T1: homogeneously enhancing mass in the region of the third ventricle.",
+     "Homogeneous enhancement of the whole lesion"),
+    ("T1 after gadolinium: large cystic mass in the right cerebellar hemisphere with an enhancing mural nodule.",
+     "An enhancing nodule in the wall of a cyst"),
+    ("T1 after gadolinium: hypointense mass with irregular borders in the left cerebellopontine angle. There is no "
+     "enhancement.", "No enhancement"),
+    # two patterns, or one beside words that make it another: two answers, no item
+    ("T1 after gadolinium: non-enhancing cystic lesion in the left parietal lobe, with enhancement around it.", None),
+    ("T1 after gadolinium: heterogeneously enhancing necrotic mass in the left frontal lobe.", None),
+    # a pattern doubted, or no pattern said
+    ("T1 after gadolinium: possible ring enhancement of a lesion in the left frontal lobe.", None),
+    ("T1 after gadolinium: intensely enhancing mass in the left frontal lobe.", None),
+    # a mass at the periphery, not a rim
+    ("T1 after gadolinium: peripheral enhancing mass, dural based, over the left frontal lobe.", None),
+])
+def test_how_a_lesion_enhances_is_asked_where_its_caption_says_one_pattern(caption: str, want: str | None) -> None:
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Glioblastoma", [("T1C", caption)]), Diagnoses(DIAGNOSES), Counter())
+    assert f.get("enhancement") == want
+    if want:
+        assert len(f["enhancement_options"]) == 4 and want not in f["enhancement_options"]
+        assert f["enhancement_kind_name"] == "T1-weighted MRI after gadolinium"
+        assert f["image"]["enhancement_figure"]["series_id"] == "f01"
+
+
+def test_enhancement_keys_spread_over_the_patterns() -> None:
+    """No pattern is keyed more than one above the mean of the five: ring-enhancing cases after ring-enhancing cases
+    make items only while the others keep up."""
+    d = Diagnoses(DIAGNOSES)
+    ring = ("T1C", "Axial T1 after gadolinium: irregular ring-enhancing lesion in the left parietal lobe.")
+    asked: Counter[str] = Counter()
+    made = 0
+    for _ in range(4):
+        f: dict = {"image": {}}
+        teaching_facts(f, _figures("Glioblastoma", [ring]), d, asked)
+        made += "enhancement" in f
+    assert made == 1 and asked["enhancement:ring"] == 1

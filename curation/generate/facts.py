@@ -35,7 +35,8 @@ IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequen
                "followup_hippocampus", "baseline_ventricles", "followup_ventricles", "key_figure", "dx_figure",
                "pair_first", "pair_second", "kind_figure", "other_figure", "dx_figures",
                "compartment_figures", "baseline_change", "followup_change", "consult_figures", "group_figures",
-               "structure_figures", "side_figures", "mechanism_figure", "signal_figure")
+               "structure_figures", "side_figures", "mechanism_figure", "signal_figure",
+               "enhancement_figure")
 
 
 class LesionFacts(BaseModel):
@@ -141,6 +142,10 @@ class Facts(BaseModel):
     signal: str | None = None  # how a figure's finding looks against the tissue around it (teaching._signal_facts)
     signal_options: list[str] | None = None
     signal_caption: str | None = None
+    enhancement: str | None = None  # how a post-contrast figure's finding enhances (teaching._enhancement_facts)
+    enhancement_options: list[str] | None = None
+    enhancement_caption: str | None = None
+    enhancement_kind_name: str | None = None
     structure_caption: str | None = None  # the description the structure was read from
     consult_caption: str | None = None  # what the consult's images show (the key caption, or the group's)
     group_caption: str | None = None  # a caption written for two to six figures together (teaching._caption_group)

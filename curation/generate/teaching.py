@@ -518,6 +518,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         described.append((group, f["group_caption"]))
     _side_facts(f, described, case, dx_table, asked)
     _signal_facts(f, scored, case, dx_table, asked)
+    enhanced = _enhancement_facts(f, scored, case, dx_table, asked)  # (its context tells the sequence)
     # (the key figure, else, or where only they show a kind that tells the disease, the figures of one caption,
     # where all that caption describes is shown: a consult's reference graded a montage's axial T2 and fat-saturated
     # T1 that its four images did not include, a clinical read)
@@ -530,7 +531,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         pair = None
     if pair is not None:
         _pair_facts(f, *pair, dx_table)
-    _sequence_facts(f, case, [*(shown[:2]), *(pair or ())], asked)
+    _sequence_facts(f, case, [*(shown[:2]), *(pair or ()), *([enhanced] if enhanced else [])], asked)
     if deficit is not None:
         # (of figures whose caption is their own: a caption shared by a series' T2 and post-contrast images graded a
         # post-contrast slice by its oedema and "non-enhancing cysts", a clinical read)
@@ -909,6 +910,81 @@ def _signal_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx_table: D
     f["signal_caption"] = clip(own_sentences(fig), 600)
     f["image"]["signal_figure"] = _evidence(fig)
     _note_dims(f, fig, dx_table)
+
+
+# how a post-contrast image's principal abnormality takes up contrast, as its own caption says it (a sign read off the
+# image: a ring round a necrotic or cystic centre, a solid mass enhancing throughout, a cyst's enhancing nodule, a
+# lesion that does not enhance); the five offered on every item
+ENHANCEMENTS = {"ring": "Ring (rim) enhancement around a non-enhancing centre",
+                "homogeneous": "Homogeneous enhancement of the whole lesion",
+                "heterogeneous": "Heterogeneous, patchy enhancement",
+                "nodule": "An enhancing nodule in the wall of a cyst",
+                "none": "No enhancement"}
+_ENH = r"enhanc\w*"
+_ENHANCEMENT_SAID = {
+    "ring": re.compile(rf"\b(?:ring|rim)[- ]?{_ENH}|\bperipheral(?:ly)?[- ]enhanc(?:ement|ing)\b(?!\s+mass)|"
+                       rf"\b{_ENH}\s+(?:rim|ring)\b|\b(?:ring|rim) of {_ENH}", re.I),
+    "homogeneous": re.compile(rf"\b(?:homogeneous(?:ly)?|uniform(?:ly)?)[- ]{_ENH}", re.I),
+    "heterogeneous": re.compile(rf"\b(?:heterogen\w*|inhomogen\w*|patchy|scattered(?: areas of)?)[- ]{_ENH}", re.I),
+    "nodule": re.compile(rf"\b{_ENH}\s+(?:mural\s+)?nodul\w*|\bmural nodul\w*", re.I),
+    "none": re.compile(rf"\bnon-?\s?{_ENH}|\bno (?:\w+\s+){{0,2}}{_ENH}|\b(?:does|did) not enhance\b|"
+                       rf"\bwithout (?:\w+\s+){{0,2}}{_ENH}", re.I),
+}
+# a necrotic, cystic or ringed lesion that enhances unevenly is as fairly called ring-enhancing: a pattern said beside
+# these words has two answers
+_RING_OR_PATCHY = re.compile(r"\b(?:necro\w*|cyst\w*|rim|ring|peripher\w*|heterogen\w*|patchy)\b", re.I)
+# how far a pattern may lead the mean of the five (in keys): most enhancing lesions in teaching files ring or enhance
+# unevenly, and a guesser would pick those wherever they are offered
+MAX_ENHANCEMENT_LEAD = 1
+
+
+def _enhancement_of(fig: Figure) -> str | None:
+    """The one enhancement pattern a post-contrast figure's own caption says of its principal abnormality, without
+    doubt, where it says no second one (a "non-enhancing cyst" with "enhancement around" it has two)."""
+    text = own_sentences(fig)
+    found = _abnormal_sentences(text)
+    if not found or not _surely(found[0]):
+        return None
+    said = {name for name, pattern in _ENHANCEMENT_SAID.items() if pattern.search(text)}
+    rest = _ENHANCEMENT_SAID["none"].sub(" ", text)
+    if said == {"none"} and re.search(_ENH, rest, re.I):
+        return None  # an enhancement said beside what does not enhance
+    if len(said) != 1 or any(_hedged(x) for x in CLAUSES.split(text)):
+        return None
+    pattern = said.pop()
+    if pattern in ("homogeneous", "heterogeneous") and _RING_OR_PATCHY.search(
+            _ENHANCEMENT_SAID[pattern].sub(" ", text)):
+        return None
+    return pattern
+
+
+def _hedged(clause: str) -> bool:
+    return any(a["hedged"] for _, a in Context.default().mentions(clause, re.compile(_ENH, re.I)))
+
+
+def _enhancement_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx_table: Diagnoses,
+                       asked: Counter[str]) -> Figure | None:
+    """How the principal abnormality enhances, asked of a post-contrast figure whose own caption says one pattern of
+    it and that is large enough to judge it; of several, the one whose pattern has been the key least, no pattern
+    more than ``MAX_ENHANCEMENT_LEAD`` ahead of the mean."""
+    found = [(pat, fig) for fig in figs if fig.kind in ("T1C", "CTC") and _own_caption(fig, case)
+             and _short_side(fig) >= LEGIBLE_PIXELS and not deid_artefacts(fig.caption)
+             and (pat := _enhancement_of(fig))]
+    if not found:
+        return None
+    pat, fig = min(found, key=lambda x: asked[f"enhancement:{x[0]}"])
+    # (counted with this item: its key stays within the lead of the mean of all five)
+    mean = (sum(asked[f"enhancement:{k}"] for k in ENHANCEMENTS) + 1) / len(ENHANCEMENTS)
+    if asked[f"enhancement:{pat}"] + 1 - mean > MAX_ENHANCEMENT_LEAD:
+        return None
+    asked[f"enhancement:{pat}"] += 1
+    f["enhancement"] = ENHANCEMENTS[pat]
+    f["enhancement_options"] = [v for k, v in ENHANCEMENTS.items() if k != pat]
+    f["enhancement_caption"] = clip(own_sentences(fig), 600)
+    f["enhancement_kind_name"] = kind_name(fig.kind or "")
+    f["image"]["enhancement_figure"] = _evidence(fig)
+    _note_dims(f, fig, dx_table)
+    return fig
 
 
 _SIDE_FOLDED = re.compile(r"\b(?:left|right)\b")

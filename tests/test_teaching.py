@@ -988,6 +988,19 @@ def test_two_images_under_one_caption_are_asked_together_where_it_names_the_lesi
     assert ("pair_reference" in f) == made
 
 
+def test_two_images_under_one_caption_are_asked_together_where_it_says_where_the_lesion_lies() -> None:
+    """A DWI and its ADC map under "a corresponding focus of restricted diffusion" (a real MedPix caption): with a
+    history of sudden hemiparesis, the reference without a place left the history all the answer (a clinical read)."""
+    d = Diagnoses(DIAGNOSES)
+    said = ("Diffusion weighted and associated ADC map axial MR images show a corresponding focus of restricted "
+            "diffusion, consistent with an acute infarct.")
+    for caption, made in ((said, False), (said.replace("diffusion, consistent", "diffusion in the right frontal "
+                                                                                 "lobe, consistent"), True)):
+        f: dict = {"image": {}}
+        teaching_facts(f, _figures("Acute ischaemic stroke", [("DWI", caption), ("ADC", caption)]), d, Counter())
+        assert ("pair_reference" in f) == made, caption
+
+
 def test_a_disease_one_image_decides_is_asked_of_one_image() -> None:
     f: dict = {"image": {}}
     asked: Counter[str] = Counter({"direct:Colloid cyst": 1})  # its one image-only item already made

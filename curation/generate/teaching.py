@@ -1211,7 +1211,9 @@ def _compartment_facts(f: dict[str, Any], figs: list[Figure], site: str | None, 
 def _pair(scored: list[Figure], case: Case, deciding: set[str], dx_table: Diagnoses) -> tuple[Figure, Figure] | None:
     """Two figures of different kinds whose captions each describe the figure they sit under (each its own
     caption, or one caption written for the two of them, or for a series of six at most of which they are two, that
-    names the lesion and fully describes it on their two kinds). A pair with a kind that tells the disease from its
+    names the lesion and fully describes it on their two kinds: where it lies too, "a corresponding focus of
+    restricted diffusion" on a DWI and its ADC map left a history of sudden hemiparesis all the answer, a clinical
+    read). A pair with a kind that tells the disease from its
     mimics (``deciding``) first, then two of one plane (one level seen in two sequences)."""
     pairs = []
     for a in scored:
@@ -1223,8 +1225,7 @@ def _pair(scored: list[Figure], case: Case, deciding: set[str], dx_table: Diagno
             # meningioma's T2 and post-contrast T1 described neither the mass nor its enhancement, a clinical read)
             if (_own_caption(a, case) and _own_caption(b, case)) or (
                     2 <= len(shared) <= 6 and b in shared and any(_names_lesion(x) for x in CLAUSES.split(a.caption))
-                    and (len(shared) == 2 or _full(visible_sentences(a.caption, {a.kind or "", b.kind or ""}),
-                                                   dx_table))):
+                    and _full(visible_sentences(a.caption, {a.kind or "", b.kind or ""}), dx_table)):
                 pairs.append((a, b))
     pairs.sort(key=lambda pr: (not {pr[0].kind, pr[1].kind} & deciding, pr[0].plane != pr[1].plane))
     return pairs[0] if pairs else None

@@ -31,6 +31,9 @@ CASES: list[dict[str, Any]] = [
         "figures": [
             ("FLAIR", "MR - FLAIR", "FLAIR hyperintense mass with surrounding oedema in the right frontal lobe."),
             ("T2w", "MR - T2 weighted", "T2 hyperintense mass with a necrotic centre in the right frontal lobe."),
+            ("T1c", "MR - T1W w/Gadolinium",
+             "T1 weighted image after gadolinium: ring-enhancing mass with a dark necrotic centre in the right frontal "
+             "lobe."),
         ],
     },
     {

@@ -29,6 +29,8 @@ SPACING = (GRID_MM, GRID_MM, GRID_MM)
 # tissue -> intensity per sequence, roughly the contrast of each MR weighting
 CONTRAST: dict[str, dict[str, float]] = {
     "T1w": {"bg": 0, "scalp": 135, "skull": 18, "csf": 22, "gm": 78, "wm": 118, "lesion": 55, "face": 120},
+    # T1 after gadolinium: an enhancing lesion (a necrotic one enhances as a ring round its dark centre)
+    "T1c": {"bg": 0, "scalp": 140, "skull": 18, "csf": 22, "gm": 80, "wm": 118, "lesion": 185, "face": 125},
     "T2w": {"bg": 0, "scalp": 90, "skull": 12, "csf": 175, "gm": 92, "wm": 62, "lesion": 160, "face": 80},
     "FLAIR": {"bg": 0, "scalp": 95, "skull": 10, "csf": 14, "gm": 88, "wm": 66, "lesion": 165, "face": 85},
     "SWI": {"bg": 0, "scalp": 80, "skull": 10, "csf": 110, "gm": 70, "wm": 85, "lesion": 12, "face": 70},
@@ -247,7 +249,8 @@ class Pathology:
 
 # oedema and necrosis per sequence: oedema bright on T2 / FLAIR and dark on T1; a necrotic core like fluid
 PATHOLOGY_CONTRAST: dict[str, dict[str, float]] = {
-    "T1w": {"oedema": 92, "necrosis": 30}, "T2w": {"oedema": 140, "necrosis": 190},
+    "T1w": {"oedema": 92, "necrosis": 30}, "T1c": {"oedema": 92, "necrosis": 30},
+    "T2w": {"oedema": 140, "necrosis": 190},
     "FLAIR": {"oedema": 128, "necrosis": 45}, "SWI": {"oedema": 95, "necrosis": 100},
     "DWI": {"oedema": 70, "necrosis": 20},
 }

@@ -61,6 +61,7 @@ def test_a_differential_written_as_a_list_is_kept_line_by_line(tool: TextDeident
     ("MR long is the pt's son", "long"),  # a surname in lower case after a title
     ("DR.,SMITH", "SMITH"), ("Dr - Long", "Long"),  # punctuation between a title and its name
     ("Later Pica called back.", "Pica"), ("PICA AT BEDSIDE WITH PT", "PICA"),  # the surname, not the artery
+    ("MR - Will called back.", "Will"), ("MR - LONG CALLED BACK", "LONG"),  # "MR -" before a name, not a modality
 ])
 def test_the_modality_and_the_arteries_do_not_shelter_a_name(tool: TextDeidentifier, text: str, phi: str) -> None:
     """"MR showing", "MRS demonstrates", "MR: Left", MedPix's "MR - Other" and "the L PICA" are medicine; a name after

@@ -846,6 +846,10 @@ def test_a_disease_defined_by_one_structure_is_asked_only_where_an_image_shows_i
     f = {"image": {}}
     teaching_facts(f, _figures("Mondini deformity", [cochlea, vestibule]), d, Counter())
     assert f["dx"] == "Mondini deformity" and "refused" not in f
+    # (a disease the table names no such structure for is not refused for it)
+    f = {"image": {}}
+    teaching_facts(f, _figures("Glioblastoma", [("T1C", "Axial T1 after contrast.")]), d, Counter())
+    assert "defining_structure_not_shown" not in (f.get("refused") or {}).values()
 
 
 def test_no_structure_where_the_description_places_a_second_lesion_elsewhere() -> None:
@@ -1070,20 +1074,29 @@ def test_images_after_surgery_make_no_diagnosis_item() -> None:
 
 @pytest.mark.parametrize(("caption", "want"), [
     ("Axial T1 after gadolinium: irregular ring-enhancing lesion in the left parietal lobe.",
-     "Ring (rim) enhancement around a non-enhancing centre"),
+     "Enhancement of a rim around a dark centre"),
     ("Sagittal post-gad T1: large heterogeneously enhancing solid mass in the cerebellar vermis.",
-     "Heterogeneous, patchy enhancement"),
+     "Uneven, patchy enhancement of the lesion"),
     ("Post-gadolinium T1: homogeneously enhancing mass in the region of the third ventricle.",
-     "Homogeneous enhancement of the whole lesion"),
+     "Even enhancement of the whole lesion"),
     ("T1 after gadolinium: large cystic mass in the right cerebellar hemisphere with an enhancing mural nodule.",
      "An enhancing nodule in the wall of a cyst"),
     ("T1 after gadolinium: hypointense mass with irregular borders in the left cerebellopontine angle. There is no "
-     "enhancement.", "No enhancement"),
+     "enhancement.", "No enhancement anywhere in the lesion"),
     # two patterns, or one beside words that make it another: two answers, no item
     ("T1 after gadolinium: non-enhancing cystic lesion in the left parietal lobe, with enhancement around it.", None),
     ("T1 after gadolinium: heterogeneously enhancing necrotic mass in the left frontal lobe.", None),
-    # a pattern doubted, or no pattern said
+    # a ring with its dark centre is one pattern
+    ("T1 after gadolinium: ring-enhancing mass with a non-enhancing necrotic centre in the left parietal lobe.",
+     "Enhancement of a rim around a dark centre"),
+    # a pattern doubted or denied, said of the meninges beside the lesion, a nodule of no cyst, or no pattern said
     ("T1 after gadolinium: possible ring enhancement of a lesion in the left frontal lobe.", None),
+    ("T1 after gadolinium: mass in the left frontal lobe. Possible ring enhancement.", None),
+    ("T1 after gadolinium: mass in the left frontal lobe, with no evidence of ring enhancement.", None),
+    ("T1 after gadolinium: hypointense mass in the left frontal lobe, with no enhancement of the adjacent meninges.",
+     None),
+    ("T1 after gadolinium: multiple enhancing nodules at the grey-white junction of the left frontal lobe.", None),
+    ("T1 after gadolinium: non-homogeneously enhancing mass in the left frontal lobe.", None),
     ("T1 after gadolinium: intensely enhancing mass in the left frontal lobe.", None),
     # a mass at the periphery, not a rim
     ("T1 after gadolinium: peripheral enhancing mass, dural based, over the left frontal lobe.", None),
@@ -1110,3 +1123,8 @@ def test_enhancement_keys_spread_over_the_patterns() -> None:
         teaching_facts(f, _figures("Glioblastoma", [ring]), d, asked)
         made += "enhancement" in f
     assert made == 1 and asked["enhancement:ring"] == 1
+    # once the others have caught up (one ring, three more keys: a second ring is one above the mean of five), it is
+    asked.update({"enhancement:none": 1, "enhancement:nodule": 1, "enhancement:homogeneous": 1})
+    f = {"image": {}}
+    teaching_facts(f, _figures("Glioblastoma", [ring]), d, asked)
+    assert "enhancement" in f and asked["enhancement:ring"] == 2

@@ -321,11 +321,13 @@ class RecallPass:
         titled = prev is not None and not re.search(r"[();]", between)
         # "MR images", "MR Angiography", "MR showing", "MRS demonstrates", "MR: Left ...": the modality (and MR
         # spectroscopy), not a title: a name after a title is capitalised where the text is in mixed case ("MR
-        # showing": no census name in lower case), and after "MR:" or "MR -" a word as common as "Left" or "Other"
-        # is none (MedPix's "MR - Other Pulse Seq.")
+        # showing": no census name in lower case), and after "MR:" a word as common as "Left" is none, as after
+        # "MR -" where a medical word follows (MedPix's "MR - Other Pulse Seq."; not "MR - Will called back")
         modality = prev is not None and prev.text in ("MR", "MRS") and (
             t.medical or t.low in self.safe or (mixed and t.text.islower() and not self.lexicon.is_name(t.low))
-            or (between.strip() in (":", "-") and self._zipf(t) >= self.context_zipf))
+            or (between.strip() == ":" and self._zipf(t) >= self.context_zipf)
+            or (between.strip() == "-" and self._zipf(t) >= self.context_zipf and nxt is not None
+                and (nxt.medical or nxt.low in self.safe)))
         if modality:
             pass
         elif prev is not None and titled and prev.low in self.abbreviated_titles and t.alpha and (

@@ -482,8 +482,8 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         _refuse_diagnosis(f, DECIDED_BY_HISTOLOGY)
     elif dx and entry and only_after:
         _refuse_diagnosis(f, POSTOPERATIVE)
-    elif dx and entry and not any(_describes(g.caption, dx_table) and dx_table.shows_defining(dx, g.caption)
-                                  for g in before):
+    elif dx and entry and entry.seen_in and not any(_describes(g.caption, dx_table)
+                                                    and dx_table.shows_defining(dx, g.caption) for g in before):
         _refuse_diagnosis(f, DEFINING_NOT_SHOWN)
     elif dx and entry:
         spare = _diagnosis_facts(f, case, dx_table, dx, entry, asked)
@@ -729,7 +729,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
         # with an arachnoid cyst") grade no finding, and the report is not about these images either: a reference
         # without the cyst itself was borderline in a clinical read
         f["dx_reference"] = ""
-    elif len(figs) == 1 and not getattr(dx_table.entry(dx), "direct", False):
+    elif dx and len(figs) == 1 and not getattr(dx_table.entry(dx), "direct", False):
         # nor is the diagnosis reasoned out from one image where no one image decides it: 4 of 11 such items were
         # valid in clinical reads (one lytic skull lesion at 40: an eosinophilic granuloma or a metastasis; one
         # slice of a cystic sellar mass), against 24 of 33 on two or three images
@@ -915,21 +915,32 @@ def _signal_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx_table: D
 # how a post-contrast image's principal abnormality takes up contrast, as its own caption says it (a sign read off the
 # image: a ring round a necrotic or cystic centre, a solid mass enhancing throughout, a cyst's enhancing nodule, a
 # lesion that does not enhance); the five offered on every item
-ENHANCEMENTS = {"ring": "Ring (rim) enhancement around a non-enhancing centre",
-                "homogeneous": "Homogeneous enhancement of the whole lesion",
-                "heterogeneous": "Heterogeneous, patchy enhancement",
+ENHANCEMENTS = {"ring": "Enhancement of a rim around a dark centre",
+                "homogeneous": "Even enhancement of the whole lesion",
+                "heterogeneous": "Uneven, patchy enhancement of the lesion",
                 "nodule": "An enhancing nodule in the wall of a cyst",
-                "none": "No enhancement"}
+                "none": "No enhancement anywhere in the lesion"}
+# (the five about as long as each other: a longest-option guesser finds no key by its length)
 _ENH = r"enhanc\w*"
 _ENHANCEMENT_SAID = {
-    "ring": re.compile(rf"\b(?:ring|rim)[- ]?{_ENH}|\bperipheral(?:ly)?[- ]enhanc(?:ement|ing)\b(?!\s+mass)|"
-                       rf"\b{_ENH}\s+(?:rim|ring)\b|\b(?:ring|rim) of {_ENH}", re.I),
-    "homogeneous": re.compile(rf"\b(?:homogeneous(?:ly)?|uniform(?:ly)?)[- ]{_ENH}", re.I),
-    "heterogeneous": re.compile(rf"\b(?:heterogen\w*|inhomogen\w*|patchy|scattered(?: areas of)?)[- ]{_ENH}", re.I),
-    "nodule": re.compile(rf"\b{_ENH}\s+(?:mural\s+)?nodul\w*|\bmural nodul\w*", re.I),
-    "none": re.compile(rf"\bnon-?\s?{_ENH}|\bno (?:\w+\s+){{0,2}}{_ENH}|\b(?:does|did) not enhance\b|"
+    "ring": re.compile(rf"\b(?:ring|rim)(?:-like)?[- ]?{_ENH}|\bperipheral enhancement\b|\bperipherally enhancing\b|"
+                       rf"\b{_ENH}\s+(?:rim|ring)\b|\b(?:ring|rim) of {_ENH}|\benhancement of (?:its|the) rim\b", re.I),
+    "homogeneous": re.compile(rf"(?<![-\w])(?:homogeneous(?:ly)?|uniform(?:ly)?)[- ]{_ENH}|"
+                              rf"\b{_ENH}\s+(?:homogeneously|uniformly)\b", re.I),
+    "heterogeneous": re.compile(rf"\b(?:heterogen\w*|inhomogen\w*|patchy|scattered(?: areas of)?)[- ]{_ENH}|"
+                                rf"\b{_ENH}\s+heterogeneously\b", re.I),
+    "nodule": re.compile(rf"\b{_ENH}\s+(?:mural\s+)?nodule\b|\bmural nodule\b", re.I),
+    "none": re.compile(rf"\bnon-?\s?{_ENH}|\bno (?:\w+\s+){{0,4}}{_ENH}|\b(?:does|did) not enhance\b|"
                        rf"\bwithout (?:\w+\s+){{0,2}}{_ENH}", re.I),
 }
+# the image's own kind ("contrast-enhanced CT", "enhanced T1 images"): no pattern of the lesion's
+_ENHANCED_IMAGE = re.compile(r"\b(?:contrast[- ])?enhanced\s+(?:axial\s+|coronal\s+|sagittal\s+)?(?:CT|T1\w*|MRI?|MR|"
+                             r"images?|scans?|study)\b|\bcontrast[- ]enhanced\b", re.I)
+# a ring's dark centre ("ring-enhancing mass with a non-enhancing necrotic centre"): the ring, not a second pattern
+_DARK_CENTRE = re.compile(r"\bnon-?\s?enhancing\s+(?:\w+\s+){0,2}?(?:cent(?:re|er)|core)\b", re.I)
+# an enhancement said of something beside the lesion (the meninges over it, a vessel, the choroid plexus)
+_ENHANCED_BESIDE = re.compile(r"\b(?:\w*mening\w*|dura\w*|pial?|adjacent|overlying|vessels?|vascular|choroid plexus)\b",
+                              re.I)
 # a necrotic, cystic or ringed lesion that enhances unevenly is as fairly called ring-enhancing: a pattern said beside
 # these words has two answers
 _RING_OR_PATCHY = re.compile(r"\b(?:necro\w*|cyst\w*|rim|ring|peripher\w*|heterogen\w*|patchy)\b", re.I)
@@ -940,26 +951,37 @@ MAX_ENHANCEMENT_LEAD = 1
 
 def _enhancement_of(fig: Figure) -> str | None:
     """The one enhancement pattern a post-contrast figure's own caption says of its principal abnormality, without
-    doubt, where it says no second one (a "non-enhancing cyst" with "enhancement around" it has two)."""
-    text = own_sentences(fig)
+    doubt or denial ("no evidence of ring enhancement" says no pattern), where it says no second one (a
+    "non-enhancing cyst" with "enhancement around" it has two) and no enhancement of anything beside it (the
+    meninges over it); a nodule only of a cyst."""
+    text = _ENHANCED_IMAGE.sub(" ", own_sentences(fig))
     found = _abnormal_sentences(text)
     if not found or not _surely(found[0]):
         return None
-    said = {name for name, pattern in _ENHANCEMENT_SAID.items() if pattern.search(text)}
-    rest = _ENHANCEMENT_SAID["none"].sub(" ", text)
-    if said == {"none"} and re.search(_ENH, rest, re.I):
+    if _ENHANCEMENT_SAID["ring"].search(text):
+        text = _DARK_CENTRE.sub(" ", text)
+    said: set[str] = set()
+    for sentence in CLAUSES.split(text):
+        if not re.search(_ENH, sentence, re.I):
+            continue
+        if _ENHANCED_BESIDE.search(sentence):
+            return None
+        for name, pattern in _ENHANCEMENT_SAID.items():
+            mentions = [a for _, a in Context.default().mentions(sentence, pattern)]
+            if any(a["hedged"] or (a["negated"] and name != "none") for a in mentions):
+                return None
+            said |= {name} if mentions else set()
+    if said == {"none"} and re.search(_ENH, _ENHANCEMENT_SAID["none"].sub(" ", text), re.I):
         return None  # an enhancement said beside what does not enhance
-    if len(said) != 1 or any(_hedged(x) for x in CLAUSES.split(text)):
+    if len(said) != 1:
         return None
     pattern = said.pop()
+    if pattern == "nodule" and not re.search(r"\bcyst", text, re.I):
+        return None
     if pattern in ("homogeneous", "heterogeneous") and _RING_OR_PATCHY.search(
             _ENHANCEMENT_SAID[pattern].sub(" ", text)):
         return None
     return pattern
-
-
-def _hedged(clause: str) -> bool:
-    return any(a["hedged"] for _, a in Context.default().mentions(clause, re.compile(_ENH, re.I)))
 
 
 def _enhancement_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx_table: Diagnoses,
@@ -1224,8 +1246,9 @@ def _pair(scored: list[Figure], case: Case, deciding: set[str], dx_table: Diagno
             # (one caption of both names the lesion, not only what it does: "extensive vasogenic oedema" of a
             # meningioma's T2 and post-contrast T1 described neither the mass nor its enhancement, a clinical read)
             if (_own_caption(a, case) and _own_caption(b, case)) or (
-                    2 <= len(shared) <= 6 and b in shared and any(_names_lesion(x) for x in CLAUSES.split(a.caption))
-                    and _full(visible_sentences(a.caption, {a.kind or "", b.kind or ""}), dx_table)):
+                    2 <= len(shared) <= 6 and b in shared and _full(both := visible_sentences(
+                        a.caption, {a.kind or "", b.kind or ""}), dx_table)
+                    and any(_names_lesion(x) for x in CLAUSES.split(both))):
                 pairs.append((a, b))
     pairs.sort(key=lambda pr: (not {pr[0].kind, pr[1].kind} & deciding, pr[0].plane != pr[1].plane))
     return pairs[0] if pairs else None

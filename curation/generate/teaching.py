@@ -975,13 +975,12 @@ def _enhancement_of(fig: Figure) -> str | None:
         return None  # an enhancement said beside what does not enhance
     if len(said) != 1:
         return None
-    pattern = said.pop()
-    if pattern == "nodule" and not re.search(r"\bcyst", text, re.I):
+    key = said.pop()
+    if key == "nodule" and not re.search(r"\bcyst", text, re.I):
         return None
-    if pattern in ("homogeneous", "heterogeneous") and _RING_OR_PATCHY.search(
-            _ENHANCEMENT_SAID[pattern].sub(" ", text)):
+    if key in ("homogeneous", "heterogeneous") and _RING_OR_PATCHY.search(_ENHANCEMENT_SAID[key].sub(" ", text)):
         return None
-    return pattern
+    return key
 
 
 def _enhancement_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx_table: Diagnoses,

@@ -687,6 +687,8 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
     # (and the slices that fill the three, of that kind first: a second post-contrast slice of a haemangioblastoma
     # shows its nodule where a second pre-contrast one does not, a clinical read)
     figs += sorted((g for g in more if g not in figs), key=lambda g: g.kind not in deciding)[:3 - len(figs)]
+    # one image, of a disease no one image decides: neither a choice among its mimics nor the reasoning to it
+    undecided = bool(dx) and len(figs) == 1 and not getattr(dx_table.entry(dx), "direct", False)
     if deciding and not {g.kind for g in figs} & deciding:
         _withhold(f, "image.dx_figures")
         if dx and ("dx_direct" in f or "dx_with_history" in f):
@@ -695,7 +697,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
         f["image"]["dx_figures"] = [_evidence(g) for g in figs]
         if "dx_direct" in f:
             asked[f"direct:{dx}"] += 1
-        elif len(figs) == 1 and "dx_with_history" in f and not getattr(dx_table.entry(dx), "direct", False):
+        elif undecided and "dx_with_history" in f:
             # a choice among the case's mimics from one image, where no one image decides it: 4 of 12 such items
             # were valid in clinical reads (one axial slice of a cystic sellar mass at 70 does not tell a
             # craniopharyngioma from an adenoma), against 14 of 21 on three images
@@ -729,7 +731,7 @@ def _diagnosis_figure_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, 
         # with an arachnoid cyst") grade no finding, and the report is not about these images either: a reference
         # without the cyst itself was borderline in a clinical read
         f["dx_reference"] = ""
-    elif dx and len(figs) == 1 and not getattr(dx_table.entry(dx), "direct", False):
+    elif undecided:
         # nor is the diagnosis reasoned out from one image where no one image decides it: 4 of 11 such items were
         # valid in clinical reads (one lytic skull lesion at 40: an eosinophilic granuloma or a metastasis; one
         # slice of a cystic sellar mass), against 24 of 33 on two or three images
@@ -922,6 +924,7 @@ ENHANCEMENTS = {"ring": "Enhancement of a rim around a dark centre",
                 "none": "No enhancement anywhere in the lesion"}
 # (the five about as long as each other: a longest-option guesser finds no key by its length)
 _ENH = r"enhanc\w*"
+_ENHANCING = re.compile(_ENH, re.I)
 _ENHANCEMENT_SAID = {
     "ring": re.compile(rf"\b(?:ring|rim)(?:-like)?[- ]?{_ENH}|\bperipheral enhancement\b|\bperipherally enhancing\b|"
                        rf"\b{_ENH}\s+(?:rim|ring)\b|\b(?:ring|rim) of {_ENH}|\benhancement of (?:its|the) rim\b", re.I),
@@ -962,7 +965,7 @@ def _enhancement_of(fig: Figure) -> str | None:
         text = _DARK_CENTRE.sub(" ", text)
     said: set[str] = set()
     for sentence in CLAUSES.split(text):
-        if not re.search(_ENH, sentence, re.I):
+        if not _ENHANCING.search(sentence):
             continue
         if _ENHANCED_BESIDE.search(sentence):
             return None
@@ -970,8 +973,9 @@ def _enhancement_of(fig: Figure) -> str | None:
             mentions = [a for _, a in Context.default().mentions(sentence, pattern)]
             if any(a["hedged"] or (a["negated"] and name != "none") for a in mentions):
                 return None
-            said |= {name} if mentions else set()
-    if said == {"none"} and re.search(_ENH, _ENHANCEMENT_SAID["none"].sub(" ", text), re.I):
+            if mentions:
+                said.add(name)
+    if said == {"none"} and _ENHANCING.search(_ENHANCEMENT_SAID["none"].sub(" ", text)):
         return None  # an enhancement said beside what does not enhance
     if len(said) != 1:
         return None
@@ -1234,14 +1238,14 @@ def _pair(scored: list[Figure], case: Case, deciding: set[str], dx_table: Diagno
     caption, or one caption written for the two of them, or for a series of six at most of which they are two, that
     names the lesion and fully describes it on their two kinds: where it lies too, "a corresponding focus of
     restricted diffusion" on a DWI and its ADC map left a history of sudden hemiparesis all the answer, a clinical
-    read). A pair with a kind that tells the disease from its
-    mimics (``deciding``) first, then two of one plane (one level seen in two sequences)."""
+    read). A pair with a kind that tells the disease from its mimics (``deciding``) first, then two of one plane (one
+    level seen in two sequences)."""
     pairs = []
     for a in scored:
+        shared = [g for g in case.figures if fold(g.caption) == fold(a.caption)]
         for b in scored:
             if a is b or a.kind == b.kind:
                 continue
-            shared = [g for g in case.figures if fold(g.caption) == fold(a.caption)]
             # (one caption of both names the lesion, not only what it does: "extensive vasogenic oedema" of a
             # meningioma's T2 and post-contrast T1 described neither the mass nor its enhancement, a clinical read)
             if (_own_caption(a, case) and _own_caption(b, case)) or (

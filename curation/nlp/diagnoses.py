@@ -121,10 +121,12 @@ class Diagnoses:
         self.structure_names = {fold(a): name for name, e in self.table.structures.items() for a in [name, *e.aka]}
         words = sorted(self.structure_names, key=len, reverse=True)
         # a structure the finding lies in ("in the left thalamus"), not one it acts on ("mass effect upon the 4th
-        # ventricle", "displacing the pons"): the preposition before it says which
+        # ventricle", "displacing the pons"): the preposition before it says which; a spinal level may stand between
+        # ("of the L5-S1 intervertebral disc")
         self._site = re.compile(r"\b(?:in|within|involving|of|at|along|from|throughout)\s+(?:the\s+)?"
                                 r"(?:(?:left|right|bilateral|both|l|r|anterior|posterior|medial|lateral|inferior|"
-                                r"superior|mid|midline)\s+)*(" + "|".join(re.escape(w) for w in words) + r")\b")
+                                r"superior|mid|midline|[ctls]\d{1,2}(?:\s[ctls]?\d{1,2})?)\s+)*("
+                                + "|".join(re.escape(w) for w in words) + r")\b")
         self._acts_on = re.compile(r"\b(upon|on|displac\w*|compress\w*|effac\w*|abut\w*|toward\w*|into|"
                                    r"extend\w*|extension)\s+$")
 

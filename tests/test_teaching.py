@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -626,6 +627,32 @@ def test_medpix_layout_quarantines_bad_records(tmp_path: Path) -> None:
     assert rep["skipped_by_reason"] == {"skipped:unreferenced_image": 1}
 
 
+@pytest.mark.parametrize(("modality", "image_type", "caption", "kind"), [
+    # a label that names no sequence: the caption's one kind (MedPix MPX2272, MPX2388)
+    ("MRI", "MR", "Axial T1W MR after Gadolinium.\nOn the left, there is an extraaxial mass.", "T1C"),
+    ("MR", "MR", "Infarcts in the left cerebellum can be clearly seen on this T1 weighted MRI.", "T1"),
+    ("MR - Other Pulse Seq.", "MR", "MRV reveals a hypoplastic left internal jugular vein.", "MRA"),
+    # a caption of two kinds, a kind of another modality, or a montage's caption: no kind
+    ("MRI", "MR", "T1 and T2 weighted images demonstrate two lesions.", None),
+    ("MRI", "MR", "Noncontrast CT shows a hyperdense mass.", None),
+    ("CT - Montage", "CT", "Axial noncontrast CT shows a haemorrhage in the right occipital lobe.", None),
+])
+def test_a_medpix_image_whose_label_names_no_sequence_takes_its_captions_kind(
+        tmp_path: Path, modality: str, image_type: str, caption: str, kind: str | None) -> None:
+    raw = tmp_path / "raw"
+    (raw / "images").mkdir(parents=True)
+    (raw / "Case_topic.json").write_text(json.dumps(
+        [{"U_id": "MPX1", "MRI": ["MPX1_a"], "Case": {"Case Diagnosis": "Epidermoid cyst", "History": "Headache."}}]))
+    (raw / "Descriptions.json").write_text(json.dumps(
+        [{"U_id": "MPX1", "image": "MPX1_a", "Type": image_type,
+          "Description": {"Modality": modality, "Plane": "Axial", "Caption": caption}}]))
+    (raw / "images" / "MPX1_a.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    run(IngestParams(max_failure_rate=1.0), "medpix", raw, tmp_path / "out")
+    fig = next(iter(read_jsonl(tmp_path / "out" / "cases.jsonl", Case))).figures[0]
+    assert fig.kind == kind
+    assert fig.plane == "axial"  # the label's plane stands
+
+
 @needs_medpix
 def test_medpix_dev_ingests_every_case_and_figure(tmp_path: Path) -> None:
     cases = _ingest("medpix", MEDPIX, tmp_path / "o")
@@ -1128,3 +1155,41 @@ def test_enhancement_keys_spread_over_the_patterns() -> None:
     f = {"image": {}}
     teaching_facts(f, _figures("Glioblastoma", [ring]), d, asked)
     assert "enhancement" in f and asked["enhancement:ring"] == 2
+
+
+@pytest.mark.parametrize(("caption", "abnormal"), [
+    # the signs that name a cavernous malformation (MedPix MPX2532's own captions, and the usual wording)
+    ("GRE image demonstrates magnetic susceptibility blooming due to the presence of hemosiderin.", True),
+    ("On T2 this lesion looks like a piece of popcorn.", True),
+    ("Filling defect in the superior sagittal sinus consistent with thrombus.", True),
+    ("Ring-like collection consistent with abscess.", True),
+    ("Chronic encephalomalacia and gliosis of the left frontal lobe.", True),
+    # a sequence's name is no finding, nor is an absent sign
+    ("Susceptibility-weighted image at the level of the basal ganglia.", False),
+    ("No evidence of thrombus.", False),
+])
+def test_the_signs_a_caption_names_are_read_as_findings(caption: str, abnormal: bool) -> None:
+    """A caption that names a sign (blooming, hemosiderin, popcorn, thrombus, abscess, gliosis) describes an
+    abnormality; one that names only a sequence, or denies the sign, does not."""
+    assert (caption_score(caption) >= 1) is abnormal, caption
+
+
+@pytest.mark.parametrize(("sentence", "structure"), [
+    ("Enhancing mass in the left cavernous sinus.", "cavernous sinus"),
+    ("Expansile lesion of the right petrous apex.", "petrous apex"),
+    ("Extra-axial mass in the midline of the planum sphenoidale.", "anterior cranial fossa"),
+    ("Markedly increased fluid in the optic nerve sheaths.", "orbit"),
+    ("Haemorrhage in the basal cisterns.", "subarachnoid space"),
+    ("Filling defect in the superior sagittal sinus.", "dural venous sinuses"),
+    ("Lesion in the left lateral geniculate body.", "lateral geniculate body"),
+    ("Intradural mass at the level of the conus medullaris.", "spinal cord"),
+    ("Herniation of the L5-S1 intervertebral disc.", "intervertebral disc"),
+    # the optic disc is the eye's, not the spine's
+    ("Swelling of the optic disc.", None),
+])
+def test_a_finding_is_placed_in_the_structures_of_the_whole_head_and_spine(sentence: str,
+                                                                            structure: str | None) -> None:
+    """The structure table knows the skull base, the meninges and CSF spaces, the venous sinuses, the visual
+    pathway and the spine, not only the brain's lobes and ventricles; a word that names two things ("disc") is not
+    read as either."""
+    assert Diagnoses(DIAGNOSES).structure(sentence) == structure

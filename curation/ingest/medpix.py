@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from curation.figure_kinds import figure_kind
+from curation.figure_kinds import FigureKind, caption_kind, figure_kind
 from curation.ingest.base import IngestContext, path_digest
 from curation.paths import safe_name
 from curation.schema import Case, Diagnosis, Figure, Patient, Provenance, SourceName
@@ -148,6 +148,9 @@ def _case(ctx: IngestContext, rec: dict[str, Any], by_image: dict[str, dict[str,
         d = desc.get("Description") if isinstance(desc.get("Description"), dict) else {}
         kind = figure_kind(_text(d.get("Modality"), missing) or _text(desc.get("Type"), missing),
                            _text(d.get("Plane"), missing))
+        if kind.kind is None:
+            kind = _kind_from_caption(kind, _text(d.get("Modality"), missing), _text(desc.get("Type"), missing),
+                                      _text(d.get("Caption"), missing))
         fig_id = f"f{i + 1:02d}" + (f"-{safe_name(kind.kind.lower())}" if kind.kind else "")
         label = " ".join(x for x in (_text(d.get("Plane"), missing), _text(d.get("Modality"), missing)) if x) or None
         caption = _text(d.get("Caption"), missing)
@@ -184,3 +187,21 @@ def _case(ctx: IngestContext, rec: dict[str, Any], by_image: dict[str, dict[str,
                             certainty=fields["diagnosis_by"] or None),
         provenance=Provenance(source_paths=[path_digest(f"{spec['cases_file']}#{uid}")]),
     )
+
+
+# a label that names no one image ("CT - Montage", "MR - Montage of Images", "Drawing"): its caption may describe
+# several images, and is not read for one kind
+_NOT_ONE_IMAGE = re.compile(r"montage|drawing", re.I)
+
+
+def _kind_from_caption(kind: FigureKind, modality: str, family: str, caption: str) -> FigureKind:
+    """Where the image's label names its modality but no sequence ("MRI", "MR - Other Pulse Seq."), the kind its
+    caption names, where the caption describes one image of one kind of that modality ("Axial T1W MR after
+    Gadolinium. On the left, ..."); else ``kind`` as the label left it."""
+    if not caption or _NOT_ONE_IMAGE.search(modality):
+        return kind
+    said = caption_kind(caption)
+    if said.kind is None or said.modality != (family or "").strip().upper()[:2]:
+        return kind
+    return said.model_copy(update={"plane": kind.plane or said.plane})
+

@@ -615,8 +615,9 @@ def _diagnosis_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, dx: str
     # the diagnosis is asked from the image alone where the table says one image decides it (a Chiari
     # malformation, a colloid cyst); with the history elsewhere (one slice of an extra-axial mass does not tell an
     # epidermoid from a craniopharyngioma: 3 of 6 image-only items failed a clinical read when asked by site),
-    # and not at all where the history names it (acromegaly: a pituitary adenoma)
-    told = dx_table.given_by(dx, case.presentation)
+    # and not at all where the history names it (acromegaly: a pituitary adenoma); the history an item tells, that
+    # is (a case report's presentation goes on to its imaging, which names the disease but no item tells)
+    told = dx_table.given_by(dx, f.get("presentation") or "")
     # each diagnosis is the key of a few choice items at most: a diagnosis that many cases share (a stroke)
     # would otherwise be the answer a guesser picks wherever it is offered
     capped = dx_asked[dx] >= MAX_SAME_DX

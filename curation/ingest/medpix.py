@@ -145,19 +145,18 @@ def _case(ctx: IngestContext, rec: dict[str, Any], by_image: dict[str, dict[str,
     names = [name for key in spec["image_lists"] for name in (rec.get(key) or [])]
     for i, name in enumerate(dict.fromkeys(names)):
         desc = by_image.get(name) or {}
-        d = desc.get("Description") if isinstance(desc.get("Description"), dict) else {}
-        kind = figure_kind(_text(d.get("Modality"), missing) or _text(desc.get("Type"), missing),
-                           _text(d.get("Plane"), missing))
+        d: dict[str, Any] = desc["Description"] if isinstance(desc.get("Description"), dict) else {}
+        modality, image_type = _text(d.get("Modality"), missing), _text(desc.get("Type"), missing)
+        plane, caption = _text(d.get("Plane"), missing), _text(d.get("Caption"), missing)
+        kind = figure_kind(modality or image_type, plane)
         if kind.kind is None:
-            kind = _kind_from_caption(kind, _text(d.get("Modality"), missing), _text(desc.get("Type"), missing),
-                                      _text(d.get("Caption"), missing))
+            kind = _kind_from_caption(kind, modality, image_type, caption)
         fig_id = f"f{i + 1:02d}" + (f"-{safe_name(kind.kind.lower())}" if kind.kind else "")
-        label = " ".join(x for x in (_text(d.get("Plane"), missing), _text(d.get("Modality"), missing)) if x) or None
-        caption = _text(d.get("Caption"), missing)
+        label = " ".join(x for x in (plane, modality) if x) or None
         common = {"figure_id": fig_id, "label": label, "caption": caption, **kind.model_dump(exclude={"kind"}),
                   "kind": kind.kind}
         if not common["modality"]:  # a montage or an unnamed sequence is still MR or CT
-            common["modality"] = _text(desc.get("Type"), missing) or None
+            common["modality"] = image_type or None
         ages.append(_text(d.get("Age"), missing))
         sexes.append(_text(d.get("Sex"), missing))
         src = images.get(name)

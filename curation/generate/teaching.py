@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from curation.figure_kinds import all_kinds, kind_name, kinds_named
@@ -895,18 +896,26 @@ def _signal_of(fig: Figure) -> str | None:
     return principal.pop() if len(said) == 1 and principal == said else None
 
 
+def _least_asked_sign(figs: list[Figure], case: Case, kinds: frozenset[str], read: Callable[[Figure], str | None],
+                      name: str, asked: Counter[str]) -> tuple[str, Figure] | None:
+    """A sign asked of one figure (its signal, its enhancement): of the figures of ``kinds`` whose own caption says
+    one (``read``), large enough to judge it and with no placeholder de-identification left, the one whose sign has
+    been the key of ``name`` items least, with that sign; None where none says one."""
+    found = [(sign, fig) for fig in figs if fig.kind in kinds and _own_caption(fig, case)
+             and _short_side(fig) >= LEGIBLE_PIXELS and not deid_artefacts(fig.caption) and (sign := read(fig))]
+    return min(found, key=lambda x: asked[f"{name}:{x[0]}"]) if found else None
+
+
 def _signal_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx_table: Diagnoses,
                   asked: Counter[str]) -> None:
     """Whether the principal abnormality is brighter or darker than the tissue around it, asked of a figure (not a
     post-contrast image or an angiogram) whose own caption says so of the whole abnormality and says no other
     brightness, and is large enough to judge it; of several, the one whose answer has been the key least, the two
     answers within one of each other."""
-    found = [(sig, fig) for fig in figs if fig.kind in SIGNAL_KINDS and _own_caption(fig, case)
-             and _short_side(fig) >= LEGIBLE_PIXELS
-             and not deid_artefacts(fig.caption) and (sig := _signal_of(fig))]
-    if not found:
+    picked = _least_asked_sign(figs, case, SIGNAL_KINDS, _signal_of, "signal", asked)
+    if picked is None:
         return
-    sig, fig = min(found, key=lambda x: asked[f"signal:{x[0]}"])
+    sig, fig = picked
     other = next(k for k in SIGNALS if k != sig)
     if asked[f"signal:{sig}"] - asked[f"signal:{other}"] >= MAX_SIGNAL_LEAD:
         return
@@ -921,6 +930,7 @@ def _signal_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx_table: D
 # how a post-contrast image's principal abnormality takes up contrast, as its own caption says it (a sign read off the
 # image: a ring round a necrotic or cystic centre, a solid mass enhancing throughout, a cyst's enhancing nodule, a
 # lesion that does not enhance); the five offered on every item
+ENHANCED_KINDS = frozenset({"T1C", "CTC"})
 ENHANCEMENTS = {"ring": "Enhancement of a rim around a dark centre",
                 "homogeneous": "Even enhancement of the whole lesion",
                 "heterogeneous": "Uneven, patchy enhancement of the lesion",
@@ -996,12 +1006,10 @@ def _enhancement_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx_tab
     """How the principal abnormality enhances, asked of a post-contrast figure whose own caption says one pattern of
     it and that is large enough to judge it; of several, the one whose pattern has been the key least, no pattern
     more than ``MAX_ENHANCEMENT_LEAD`` ahead of the mean."""
-    found = [(pat, fig) for fig in figs if fig.kind in ("T1C", "CTC") and _own_caption(fig, case)
-             and _short_side(fig) >= LEGIBLE_PIXELS and not deid_artefacts(fig.caption)
-             and (pat := _enhancement_of(fig))]
-    if not found:
+    picked = _least_asked_sign(figs, case, ENHANCED_KINDS, _enhancement_of, "enhancement", asked)
+    if picked is None:
         return None
-    pat, fig = min(found, key=lambda x: asked[f"enhancement:{x[0]}"])
+    pat, fig = picked
     # (counted with this item: its key stays within the lead of the mean of all five)
     mean = (sum(asked[f"enhancement:{k}"] for k in ENHANCEMENTS) + 1) / len(ENHANCEMENTS)
     if asked[f"enhancement:{pat}"] + 1 - mean > MAX_ENHANCEMENT_LEAD:

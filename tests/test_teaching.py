@@ -93,6 +93,9 @@ def test_figure_kind_reads_what_sources_call_their_images(words: str, plane: str
     ("Axial CT (left) and DSA (right) show an aneurysm.", None, None),
     ("Axial FLAIR A: pons B: midbrain.", None, None),
     ("CT showing sagittal synostosis.", "CT", None),
+    # a colon after the image's kind ends what names the image; after a title it does not
+    ("Axial T2-weighted MRI: cystic lesion that follows CSF signal on all sequences.", "T2", "axial"),
+    ("Axial T2-weighted MRI: cystic lesion, also dark on FLAIR.", None, None),
 ])
 def test_a_case_report_figure_says_its_kind_only_where_its_caption_describes_one_image(
         caption: str, kind: str | None, plane: str | None) -> None:

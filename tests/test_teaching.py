@@ -1189,6 +1189,11 @@ def test_the_signs_a_caption_names_are_read_as_findings(caption: str, abnormal: 
     ("Herniation of the L5-S1 intervertebral disc.", "intervertebral disc"),
     # the optic disc is the eye's, not the spine's
     ("Swelling of the optic disc.", None),
+    # a structure named before the lesion, as radiology writes a place
+    ("Contrast enhanced axial MRI showing a partially cystic suprasellar mass.", "sella and suprasellar cistern"),
+    ("Acute left thalamic haemorrhage.", "thalamus"),
+    ("Crescent-shaped subdural collection.", "subdural space"),
+    ("Temporal bone lesion.", None),
 ])
 def test_a_finding_is_placed_in_the_structures_of_the_whole_head_and_spine(sentence: str,
                                                                             structure: str | None) -> None:

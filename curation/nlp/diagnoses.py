@@ -129,6 +129,12 @@ class Diagnoses:
                                 + "|".join(re.escape(w) for w in words) + r")\b")
         self._acts_on = re.compile(r"\b(upon|on|displac\w*|compress\w*|effac\w*|abut\w*|toward\w*|into|"
                                    r"extend\w*|extension)\s+$")
+        # or a structure named before the lesion itself, as radiology writes a place ("a partially cystic suprasellar
+        # mass", "clivus lesion", "left thalamic haemorrhage"), with its side before it
+        self._named_before = re.compile(r"\b(?:(?:left|right|bilateral|l|r)\s+)?(" + "|".join(re.escape(w) for w in words)
+                                        + r")\s+(?:mass(?:es)?|lesions?|tumou?rs?|cysts?|h[a]?emorrhages?|"
+                                          r"h[a]?ematomas?|infarcts?|infarction|abscess(?:es)?|nodules?|"
+                                          r"collections?)\b")
 
     def name(self, text: str | None) -> str | None:
         """The one name of the diagnosis ``text`` states: its longest alias (the earliest of equal length), or
@@ -183,6 +189,9 @@ class Diagnoses:
         for m in self._site.finditer(t):
             if not self._acts_on.search(t[max(0, m.start() - 40):m.start()]):
                 return self.structure_names[m.group(1)], t[:m.end()]
+        m = self._named_before.search(t)
+        if m and not self._acts_on.search(t[max(0, m.start() - 40):m.start()]):
+            return self.structure_names[m.group(1)], t[:m.end(1)]
         return None
 
     def mentioned(self, text: str) -> set[str]:

@@ -154,11 +154,6 @@ def caption_kind(caption: str, panels: int = 1, title: str = "") -> FigureKind:
     if not text or _PANELS.search(text):
         return FigureKind()
     head = _FINDING_WORDS.sub(" ", _CAPTION_HEAD.split(text, maxsplit=1)[0])
-    # a colon ends the words that name the image where they name a kind ("Axial T2-weighted MRI: cystic lesion ... of
-    # CSF signal on all sequences"); else it ends a title ("Magnetic resonance imaging of the brain: coronal FLAIR")
-    title_or_kind, colon, rest = head.partition(": ")
-    if colon:
-        head = title_or_kind if figure_kind(title_or_kind).kind else rest
     planes = {_table()[0].planes[p.lower()] for p in _PLANE_WORD.findall(head)}
     planes |= {_table()[0].planes[p.lower()] for p in _IMAGE_PLANE.findall(text)}
     if (panels == 1 and _PLURAL.search(head)) or len(planes) > 1 or _NOT_A_KIND.search(head) \

@@ -93,9 +93,6 @@ def test_figure_kind_reads_what_sources_call_their_images(words: str, plane: str
     ("Axial CT (left) and DSA (right) show an aneurysm.", None, None),
     ("Axial FLAIR A: pons B: midbrain.", None, None),
     ("CT showing sagittal synostosis.", "CT", None),
-    # a colon after the image's kind ends what names the image; after a title it does not
-    ("Axial T2-weighted MRI: cystic lesion that follows CSF signal on all sequences.", "T2", "axial"),
-    ("Axial T2-weighted MRI: cystic lesion, also dark on FLAIR.", None, None),
 ])
 def test_a_case_report_figure_says_its_kind_only_where_its_caption_describes_one_image(
         caption: str, kind: str | None, plane: str | None) -> None:
@@ -638,6 +635,7 @@ def test_medpix_layout_quarantines_bad_records(tmp_path: Path) -> None:
     # a caption of two kinds, a kind of another modality, or a montage's caption: no kind
     ("MRI", "MR", "T1 and T2 weighted images demonstrate two lesions.", None),
     ("MRI", "MR", "Noncontrast CT shows a hyperdense mass.", None),
+    ("MRI", "MR", "Sagittal T2 shows a syrinx.", None),  # another plane than the label's: another image
     ("CT - Montage", "CT", "Axial noncontrast CT shows a haemorrhage in the right occipital lobe.", None),
 ])
 def test_a_medpix_image_whose_label_names_no_sequence_takes_its_captions_kind(
@@ -1194,6 +1192,10 @@ def test_the_signs_a_caption_names_are_read_as_findings(caption: str, abnormal: 
     ("Acute left thalamic haemorrhage.", "thalamus"),
     ("Crescent-shaped subdural collection.", "subdural space"),
     ("Temporal bone lesion.", None),
+    # the place named first is the lesion's; a denied lesion, or a structure the lesion obstructs, is none
+    ("Acute left thalamic haemorrhage with blood layering in the occipital horns.", "thalamus"),
+    ("Pineal region mass with obstruction of the cerebral aqueduct.", "pineal region"),
+    ("Enhancing extra-axial mass with no subdural collection.", None),
 ])
 def test_a_finding_is_placed_in_the_structures_of_the_whole_head_and_spine(sentence: str,
                                                                             structure: str | None) -> None:

@@ -31,9 +31,9 @@ ABNORMAL = re.compile(
     r"ectopia|hydrocephalus|narrow\w*|stenosis|occlu\w*|aneurysm\w*|expansi\w*|destruct\w*|eros\w*|"
     r"agenesis|hypoplas\w*|absen\w*|signal|shortening|prolongation|collection|fluid|necro\w*|blood|focus|foci|"
     r"nodul\w*|deform\w*|compress\w*|effac\w*|shift|lucen\w*|sclero\w*|attenuation|widen\w*|ectop\w*|"
-    r"intensity|density|lysis|osteoly\w*|loss|bloom\w*|ha?emosiderin|popcorn|thromb\w*|dissect\w*|"
+    r"intensity|density|lysis|osteoly\w*|loss|bloom\w*|ha?emosiderin|popcorn|thromb(?:us|i|osis|osed)|dissect\w*|"
     r"pseudoaneurysm\w*|abscess\w*|ischa?emi\w*|gliosis|encephalomalaci\w*|leukomalaci\w*|demyelinat\w*|plaques?|"
-    r"ventriculomegaly|pneumocephal\w*|siderosis|embol\w*|vasogenic|cytotoxic|hyperostosis|mineraliz\w*|"
+    r"ventriculomegaly|pneumocephal\w*|siderosis|embol(?:us|i|ism|ic)|vasogenic|cytotoxic|hyperostosis|"
     r"inflamma\w*|flatten\w*|tortuos\w*|empty sella)\b", re.I)
 # a sentence that names no abnormality it does not negate, and says one of these, says only what is not there
 NEGATED = re.compile(r"\b(no|not|without|normal(ly)?|unremarkable|negative)\b", re.I)

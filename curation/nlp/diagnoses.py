@@ -128,7 +128,10 @@ class Diagnoses:
                                 r"superior|mid|midline|[ctls]\d{1,2}(?:\s[ctls]?\d{1,2})?)\s+)*("
                                 + "|".join(re.escape(w) for w in words) + r")\b")
         self._acts_on = re.compile(r"\b(upon|on|displac\w*|compress\w*|effac\w*|abut\w*|toward\w*|into|"
-                                   r"extend\w*|extension)\s+$")
+                                   r"extend\w*|extension|obstruct\w*|obliterat\w*|invasion|invad\w*|"
+                                   r"erosion|erod\w*)\s+$")
+        # a lesion denied ("with no subdural collection") is no place
+        self._denied = re.compile(r"\b(?:no|not|without)\s+(?:\w+\s+){0,2}$")
         # or a structure named before the lesion itself, as radiology writes a place ("a partially cystic suprasellar
         # mass", "clivus lesion", "left thalamic haemorrhage"), with its side before it
         self._named_before = re.compile(r"\b(?:(?:left|right|bilateral|l|r)\s+)?(" + "|".join(re.escape(w) for w in words)
@@ -186,13 +189,16 @@ class Diagnoses:
         """The structure ``structure`` reads, with the words of ``fold(text)`` up to and including its naming
         ("widening of the diploic space of the occipital"): what a side must be said within to be its side."""
         t = fold(text)
-        for m in self._site.finditer(t):
-            if not self._acts_on.search(t[max(0, m.start() - 40):m.start()]):
-                return self.structure_names[m.group(1)], t[:m.end()]
-        m = self._named_before.search(t)
-        if m and not self._acts_on.search(t[max(0, m.start() - 40):m.start()]):
-            return self.structure_names[m.group(1)], t[:m.end(1)]
-        return None
+        site = next((m for m in self._site.finditer(t)
+                     if not self._acts_on.search(t[max(0, m.start() - 40):m.start()])), None)
+        before = next((m for m in self._named_before.finditer(t)
+                       if not self._acts_on.search(t[max(0, m.start() - 40):m.start()])
+                       and not self._denied.search(t[max(0, m.start() - 40):m.start()])), None)
+        # the place named first is the principal lesion's ("left thalamic haemorrhage with blood layering in the
+        # occipital horns")
+        if before is not None and (site is None or before.start() < site.start()):
+            return self.structure_names[before.group(1)], t[:before.end(1)]
+        return (self.structure_names[site.group(1)], t[:site.end()]) if site is not None else None
 
     def mentioned(self, text: str) -> set[str]:
         """Every structure ``text`` names anywhere, by its one name (or as a near name is written)."""

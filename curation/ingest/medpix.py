@@ -200,8 +200,7 @@ def _kind_from_caption(kind: FigureKind, modality: str, family: str, caption: st
     if not caption or _NOT_ONE_IMAGE.search(modality):
         return kind
     said = caption_kind(caption)
-    if said.kind is None or said.modality != (family or "").strip().upper()[:2] \
+    if said.kind is None or said.modality != family.upper()[:2] \
             or (said.plane and kind.plane and said.plane != kind.plane):
         return kind  # (a caption of another modality or plane than the label's describes another image)
     return said.model_copy(update={"plane": kind.plane or said.plane})
-

@@ -119,25 +119,24 @@ class Diagnoses:
             if s.site is not None and s.site not in SITES:
                 raise ParamsError(f"{name}: site {s.site!r} is not one of {', '.join(SITES)}", path)
         self.structure_names = {fold(a): name for name, e in self.table.structures.items() for a in [name, *e.aka]}
-        words = sorted(self.structure_names, key=len, reverse=True)
+        names = "|".join(re.escape(w) for w in sorted(self.structure_names, key=len, reverse=True))
         # a structure the finding lies in ("in the left thalamus"), not one it acts on ("mass effect upon the 4th
         # ventricle", "displacing the pons"): the preposition before it says which; a spinal level may stand between
         # ("of the L5-S1 intervertebral disc")
         self._site = re.compile(r"\b(?:in|within|involving|of|at|along|from|throughout)\s+(?:the\s+)?"
                                 r"(?:(?:left|right|bilateral|both|l|r|anterior|posterior|medial|lateral|inferior|"
-                                r"superior|mid|midline|[ctls]\d{1,2}(?:\s[ctls]?\d{1,2})?)\s+)*("
-                                + "|".join(re.escape(w) for w in words) + r")\b")
+                                r"superior|mid|midline|[ctls]\d{1,2}(?:\s[ctls]?\d{1,2})?)\s+)*(" + names + r")\b")
         self._acts_on = re.compile(r"\b(upon|on|displac\w*|compress\w*|effac\w*|abut\w*|toward\w*|into|"
                                    r"extend\w*|extension|obstruct\w*|obliterat\w*|invasion|invad\w*|"
                                    r"erosion|erod\w*)\s+$")
-        # a lesion denied ("with no subdural collection") is no place
-        self._denied = re.compile(r"\b(?:no|not|without)\s+(?:\w+\s+){0,2}$")
         # or a structure named before the lesion itself, as radiology writes a place ("a partially cystic suprasellar
         # mass", "clivus lesion", "left thalamic haemorrhage"), with its side before it
-        self._named_before = re.compile(r"\b(?:(?:left|right|bilateral|l|r)\s+)?(" + "|".join(re.escape(w) for w in words)
+        self._named_before = re.compile(r"\b(?:(?:left|right|bilateral|l|r)\s+)?(" + names
                                         + r")\s+(?:mass(?:es)?|lesions?|tumou?rs?|cysts?|h[a]?emorrhages?|"
                                           r"h[a]?ematomas?|infarcts?|infarction|abscess(?:es)?|nodules?|"
                                           r"collections?)\b")
+        # a lesion denied ("with no subdural collection") is no place
+        self._denied = re.compile(r"\b(?:no|not|without)\s+(?:\w+\s+){0,2}$")
 
     def name(self, text: str | None) -> str | None:
         """The one name of the diagnosis ``text`` states: its longest alias (the earliest of equal length), or
@@ -189,11 +188,13 @@ class Diagnoses:
         """The structure ``structure`` reads, with the words of ``fold(text)`` up to and including its naming
         ("widening of the diploic space of the occipital"): what a side must be said within to be its side."""
         t = fold(text)
-        site = next((m for m in self._site.finditer(t)
-                     if not self._acts_on.search(t[max(0, m.start() - 40):m.start()])), None)
+
+        def lead(m: re.Match[str]) -> str:  # the words just before a naming
+            return t[max(0, m.start() - 40):m.start()]
+
+        site = next((m for m in self._site.finditer(t) if not self._acts_on.search(lead(m))), None)
         before = next((m for m in self._named_before.finditer(t)
-                       if not self._acts_on.search(t[max(0, m.start() - 40):m.start()])
-                       and not self._denied.search(t[max(0, m.start() - 40):m.start()])), None)
+                       if not self._acts_on.search(lead(m)) and not self._denied.search(lead(m))), None)
         # the place named first is the principal lesion's ("left thalamic haemorrhage with blood layering in the
         # occipital horns")
         if before is not None and (site is None or before.start() < site.start()):

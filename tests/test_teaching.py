@@ -1203,3 +1203,69 @@ def test_a_finding_is_placed_in_the_structures_of_the_whole_head_and_spine(sente
     pathway and the spine, not only the brain's lobes and ventricles; a word that names two things ("disc") is not
     read as either."""
     assert Diagnoses(DIAGNOSES).structure(sentence) == structure
+
+
+_MASS = "T2 weighted image: large heterogeneous mass in the left frontal lobe"
+
+
+@pytest.mark.parametrize(("dx", "captions", "effects"), [
+    ("Glioblastoma", [("T2", f"{_MASS} causing midline shift and subfalcine herniation.")], ["Midline shift"]),
+    ("Medulloblastoma", [("CT", "CT: hyperdense mass in the fourth ventricle with obstructive hydrocephalus and "
+                                "transependymal oedema.")], ["Hydrocephalus", "Transependymal oedema"]),
+    ("Hypertensive intracerebral haemorrhage", [("CT", "CT: acute haemorrhage in the left thalamus extending into the "
+                                                       "third and lateral ventricles.")],
+     ["Intraventricular extension"]),
+    ("Cerebral metastasis", [("T2", "T2: round mass in the right parietal lobe with surrounding vasogenic oedema.")],
+     ["Vasogenic oedema"]),
+    # said of the lesion, not of what it does: denied, doubted, or a tumour's own growth into a ventricle; oedema
+    # that is the disease (foci of PRES) and not around a lesion
+    ("Posterior reversible encephalopathy syndrome", [("FLAIR", "FLAIR: hyperintense foci in both occipital lobes "
+                                                                "with a vasogenic oedema pattern.")], []),
+    ("Glioblastoma", [("T2", f"{_MASS}, without midline shift.")], []),
+    ("Glioblastoma", [("T2", f"{_MASS}; possible early hydrocephalus.")], []),
+    ("Central neurocytoma", [("T2", "T2 weighted image: lobulated mass in the septum pellucidum extending into the "
+                                    "lateral ventricles.")], []),
+    # "mass effect" alone names no effect a reader can grade
+    ("Glioblastoma", [("T2", f"{_MASS} and mass effect.")], []),
+    # the disease's own sign is no complication: a hydrocephalus case's hydrocephalus and its transependymal oedema,
+    # a Chiari malformation's tonsils, diffuse oedema's herniation
+    ("Obstructive hydrocephalus", [("CT", "CT: marked hydrocephalus of the lateral and third ventricles with "
+                                          "transependymal oedema; the fourth ventricle is normal.")], []),
+    ("Chiari I malformation", [("T1", "Sagittal T1: tonsillar herniation through the foramen magnum with a syrinx.")],
+     []),
+    ("Hypoxic-ischaemic encephalopathy", [("CT", "CT: loss of grey-white differentiation with effacement of the "
+                                                 "basal cisterns and descending transtentorial herniation.")], []),
+])
+def test_what_a_lesion_does_around_it_is_asked_with_its_mechanism(dx: str, captions: list[tuple[str, str]],
+                                                                 effects: list[str]) -> None:
+    """A focal lesion's complication that a caption says (hydrocephalus, midline shift, herniation, a haemorrhage
+    broken into the ventricles) is asked with the reason it comes about; not one denied or doubted, a tumour's own
+    growth, a vague "mass effect", or the disease's own sign."""
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures(dx, captions), Diagnoses(DIAGNOSES), Counter())
+    assert [r.split(":")[0] for r in f.get("complication_reasons", [])] == effects
+    assert ("complication_figures" in f["image"]) == bool(effects)
+
+
+def test_a_complication_is_asked_of_the_figures_its_caption_was_written_for() -> None:
+    """A caption under two figures of two kinds shows both; under three of a series (whose caption no one slice need
+    show whole), none."""
+    caption = "Extra-axial mass over the left convexity. The oedema is causing subfalcial and tentorial herniation."
+    d = Diagnoses(DIAGNOSES)
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures("Meningioma", [("T2", caption), ("T1C", caption)]), d, Counter())
+    assert [e["series_id"] for e in f["image"]["complication_figures"]] == ["f01", "f02"]
+    assert f["complication_reasons"][0].startswith("Midline shift") and len(f["complication_reasons"]) == 2
+    f = {"image": {}}
+    teaching_facts(f, _figures("Meningioma", [("T2", caption), ("T2", caption), ("T1C", caption)]), d, Counter())
+    assert "complication_figures" not in f["image"]
+
+
+def test_a_vertebral_artery_figure_is_no_spine_image() -> None:
+    """The vertebral artery and the cervical carotid are vessels of the neck: a dissection's angiogram is used; a
+    figure of the cervical spine is still left out of a brain case."""
+    from curation.generate.teaching import SPINE
+
+    assert not SPINE.search("MIP of the neck vessels: occlusion of the right vertebral artery")
+    assert not SPINE.search("dissection of the cervical internal carotid artery")
+    assert SPINE.search("Sagittal T2 of the cervical spine") and SPINE.search("C2 vertebral body fracture")

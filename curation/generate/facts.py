@@ -36,7 +36,7 @@ IMAGE_NAMES = ("hippocampus", "ventricles", "brain", "lesion", "figure", "sequen
                "pair_first", "pair_second", "kind_figure", "other_figure", "dx_figures",
                "compartment_figures", "baseline_change", "followup_change", "consult_figures", "group_figures",
                "structure_figures", "side_figures", "mechanism_figure", "signal_figure",
-               "enhancement_figure")
+               "enhancement_figure", "complication_figures")
 
 
 class LesionFacts(BaseModel):
@@ -166,6 +166,11 @@ class Facts(BaseModel):
     mechanism_finding: str | None = None  # the lesion that explains the presenting deficit (teaching._mechanism_facts)
     mechanism_caption: str | None = None
     mechanism_deficit: DeficitFacts | None = None
+    # what the lesion does around it, and why (teaching._complication_facts)
+    complication_finding: str | None = None
+    complication_caption: str | None = None
+    complication_reasons: list[str] | None = None
+    complication_kind_names: list[str] | None = None
     # fact -> why it was withheld although the case has it (a table's volume the image contradicts: visit_facts);
     # a template that requires it is skipped with that reason
     refused: dict[str, str] | None = None

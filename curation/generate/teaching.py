@@ -37,8 +37,11 @@ ABNORMAL = re.compile(
     r"inflamma\w*|flatten\w*|tortuos\w*|empty sella)\b", re.I)
 # a sentence that names no abnormality it does not negate, and says one of these, says only what is not there
 NEGATED = re.compile(r"\b(no|not|without|normal(ly)?|unremarkable|negative)\b", re.I)
-# T1 and T2 name sequences, not thoracic levels
-SPINE = re.compile(r"\b(spine|spinal|cervical|thoracic|lumbar|sacral|vertebra\w*|cord|C[1-7]|L[1-5]|S1)\b")
+# T1 and T2 name sequences, not thoracic levels; the vertebral artery and the cervical carotid are vessels of the
+# neck, not the spine (a vertebral artery dissection's figures were all left out as spine images)
+SPINE = re.compile(r"\b(spine|spinal|cervical(?!\s+(?:(?:internal\s+)?carotid|ICA|arter\w*|vessels?|segments?)\b)|"
+                   r"thoracic|lumbar|sacral|vertebra\w*(?<!vertebral)|vertebral(?!\s+(?:arter\w*|veins?|vessels?)\b)|"
+                   r"cord|C[1-7]|L[1-5]|S1)\b")
 MR_KINDS = ("T1", "T1C", "T2", "FLAIR", "DWI", "ADC", "SWI", "MRA")
 # of the sequences asked least so far, the rarer among teaching figures is asked first (keys spread over sequences)
 KIND_RARITY = ("ADC", "SWI", "MRA", "DWI", "FLAIR", "T1C", "T1", "T2")
@@ -317,6 +320,110 @@ def _mechanism_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses,
         return
 
 
+# What a focal lesion does to the brain and the CSF spaces around it, as a caption says it, and why: each with the
+# reason a reference gives (a mechanism linking the lesion to its effect). Effacement and compression count only where
+# the caption says of what; "mass effect" alone is too vague to grade. Intraventricular extension is a haemorrhage's.
+_VENTRICLE = r"(?:(?:lateral|third|fourth|3rd|4th)\s+ventric\w*|ventric\w*|(?:frontal|occipital|temporal)\s+horns?)"
+COMPLICATIONS = (
+    ("hydrocephalus", re.compile(r"\bhydrocephal\w*", re.I),
+     "the ventricles dilate because cerebrospinal fluid cannot drain past the lesion (or, after bleeding or "
+     "infection, cannot be resorbed), and the pressure inside them rises."),
+    ("transependymal oedema", re.compile(r"\btransependymal\b", re.I),
+     "cerebrospinal fluid under pressure is forced across the ventricular lining into the white matter around the "
+     "ventricles: the hydrocephalus is under pressure."),
+    ("midline shift", re.compile(r"\bmidline\s+(?:\w+\s+)?shift\b|\bshift\w*\s+of\s+(?:the\s+)?midline\b|"
+                                 r"\bsubfalci(?:ne|al)\b", re.I),
+     "the abnormal tissue and the oedema around it take up room inside the closed skull and push the brain across "
+     "the midline, under the falx."),
+    ("transtentorial herniation", re.compile(r"\b(?:uncal|(?:trans)?tentorial|descending|downward)\s+(?:brain\s+)?"
+                                             r"herniat\w*", re.I),
+     "the swollen hemisphere pushes its medial temporal lobe over the edge of the tentorium, where it compresses the "
+     "midbrain and the third cranial nerve."),
+    ("tonsillar herniation", re.compile(r"\btonsillar\s+herniat\w*|\b(?:inferior|downward)\s+displacement\s+of\s+"
+                                        r"(?:the\s+)?(?:cerebellar\s+)?tonsils\b", re.I),
+     "raised pressure above the tentorium or in the posterior fossa pushes the cerebellar tonsils down through the "
+     "foramen magnum, where they compress the medulla."),
+    ("intraventricular extension", re.compile(
+        r"\b(?:extend\w*|extension|rupture\w*|dissect\w*)\s+(?:in)?to\s+(?:the\s+)?(?:\w+\s+){0,3}?"
+        rf"{_VENTRICLE}|\bintraventricular\s+(?:extension|ha?emorrhage|blood)|\bblood\s+(?:\w+\s+){{0,4}}?"
+        rf"(?:with)?in\s+the\s+(?:\w+\s+){{0,3}}?{_VENTRICLE}", re.I),
+     "the haemorrhage has broken into the ventricles, where its blood can block the flow of cerebrospinal fluid."),
+    ("vasogenic oedema", re.compile(r"\b(?:vasc?ogenic|peri-?tumou?ral|perilesional|surrou?nding)\s+(?:\w+\s+)?"
+                                    r"o?edema\b|\bo?edema\s+(?:surrounding|around)\b", re.I),
+     "fluid leaks from the lesion's abnormal or damaged vessels, through a broken blood-brain barrier, into the white "
+     "matter around it, and spreads along the white matter, sparing the cortex."),
+    ("mass effect", re.compile(
+        rf"\beffac\w*\s+(?:of\s+)?(?:the\s+)?(?:\w+\s+){{0,3}}?(?:sulci|{_VENTRICLE}|cisterns?|fissures?)|"
+        rf"\b(?:sulci|{_VENTRICLE}|cisterns?|fissures?)\s+(?:\w+\s+){{0,2}}?(?:is|are|being)\s+effaced\b|"
+        rf"\b(?:displac\w*|compress\w*|mass\s+effect)\s+(?:up)?on\s+(?:the\s+)?(?:\w+\s+){{0,3}}?"
+        rf"(?:{_VENTRICLE}|brainstem|brain stem|aqueduct|cisterns?|midbrain|pons|medulla)|"
+        rf"\b(?:compression|displacement|displacing)\s+(?:of\s+)?(?:the\s+)?(?:\w+\s+){{0,3}}?(?:{_VENTRICLE}|"
+        rf"brainstem|brain stem|aqueduct|cisterns?|midbrain|pons|medulla)", re.I),
+     "the abnormal tissue and the oedema around it take up room and compress the brain and the cerebrospinal fluid "
+     "spaces next to them."),
+)
+# the diseases whose own sign an effect is, where their name does not say it: a hydrocephalus case's transependymal
+# oedema, a Chiari malformation's or intracranial hypotension's low tonsils
+_SIGN_OF = {"transependymal oedema": re.compile(r"\bhydroceph\w*|\baqueduct\w*", re.I),
+            "tonsillar herniation": re.compile(r"\bchiari\b|\btonsil\w*|\bintracranial\s+hypotension\b", re.I)}
+# oedema is a complication only beside a lesion the sentence names (a tumour's, an abscess's; not an infarct's, whose
+# oedema is the infarct, nor the disease itself: "foci with cytotoxic and vasogenic oedema patterns" of PRES)
+_OEDEMA_OF = re.compile(r"\b(?:mass(?:es)?(?![\s-]+effect)|lesions?|tumou?rs?|nodules?|metasta\w*|abscess\w*)\b", re.I)
+_BLEED = re.compile(r"\b(?:ha?emorrhag\w*|ha?ematoma|bleed\w*|blood)\b", re.I)
+
+
+def _complications(sentence: str) -> list[str]:
+    """The effects of a lesion (``COMPLICATIONS``) that ``sentence`` says without negating or doubting them
+    ("without midline shift", "possible early hydrocephalus": none)."""
+    found = []
+    for name, pattern, _ in COMPLICATIONS:
+        said = [a for _, a in Context.default().mentions(sentence, pattern)]
+        if said and not any(a["negated"] or a["hedged"] for a in said) \
+                and (name != "intraventricular extension" or _BLEED.search(sentence)) \
+                and (name != "vasogenic oedema" or _OEDEMA_OF.search(sentence)):
+            found.append(name)
+    return found
+
+
+def _complication_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx: str | None,
+                        entry: DiagnosisEntry | None, dx_table: Diagnoses) -> None:
+    """What the case's lesion does to the brain and the CSF spaces around it (hydrocephalus, midline shift,
+    herniation, a haemorrhage's extension into the ventricles, mass effect on a ventricle), where a caption written
+    for the figures shown says so, and why: a focal disease's complication, never the disease itself (a hydrocephalus
+    case's hydrocephalus, a Chiari malformation's tonsils, diffuse oedema's herniation). Asked of the first figure
+    whose own caption says it, else of two figures of two kinds one caption was written for ("The hemispheric
+    swelling is causing subfalcial herniation" under an axial T2 and a coronal post-contrast T1: both are shown),
+    graded against that caption and the reason."""
+    if entry is not None and entry.site in (None, "diffuse"):
+        return
+    names = " ".join([case.title or "", case.diagnosis.primary or "", dx or "", *(entry.aka if entry else [])])
+    reasons = {n: (p, why) for n, p, why in COMPLICATIONS}
+    for g in figs:
+        alike = [x for x in case.figures if fold(x.caption) == fold(g.caption)]
+        if len(alike) == 2 and alike[0].kind != alike[1].kind and all(x in figs for x in alike):
+            shown = alike
+        elif len(alike) == 1:
+            shown = [g]
+        else:
+            continue
+        text = as_seen(visible_sentences(g.caption, {x.kind or "" for x in shown}), shown)
+        if deid_artefacts(text) or (entry is None and not _names_lesion(text)):
+            continue
+        for sentence in CLAUSES.split(text):
+            said = [c for c in _complications(sentence)
+                    if not reasons[c][0].search(names) and not (c in _SIGN_OF and _SIGN_OF[c].search(names))]
+            if not said or _CONCLUSION.search(sentence):
+                continue
+            f["image"]["complication_figures"] = [_evidence(x) for x in shown]
+            for x in shown:
+                _note_dims(f, x, dx_table)
+            f["complication_kind_names"] = [kind_name(x.kind or "") for x in shown]
+            f["complication_finding"] = clip(sentence, 300)
+            f["complication_caption"] = clip(text, 600)
+            f["complication_reasons"] = [f"{n[0].upper()}{n[1:]}: {reasons[n][1]}" for n in said]
+            return
+
+
 def _label_agrees(fig: Figure) -> bool:
     """Whether what the caption calls the image agrees with the source's label: a caption that says "CT" under a
     figure labelled T1 MRI (or "T2" under T1 with gadolinium) means one of them is wrong, and neither is told."""
@@ -536,6 +643,9 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
     if pair is not None:
         _pair_facts(f, *pair, dx_table)
     _sequence_facts(f, case, [*(shown[:2]), *(pair or ()), *([enhanced] if enhanced else [])], asked)
+    # (of figures before treatment whose caption was written for them: what a series' shared caption says of its
+    # effect need not be on the slice shown)
+    _complication_facts(f, scored, case, dx, entry, dx_table)
     if deficit is not None:
         # (of figures whose caption is their own: a caption shared by a series' T2 and post-contrast images graded a
         # post-contrast slice by its oedema and "non-enhancing cysts", a clinical read)

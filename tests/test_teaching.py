@@ -1225,6 +1225,12 @@ _MASS = "T2 weighted image: large heterogeneous mass in the left frontal lobe"
     ("Glioblastoma", [("T2", f"{_MASS}; possible early hydrocephalus.")], []),
     ("Central neurocytoma", [("T2", "T2 weighted image: lobulated mass in the septum pellucidum extending into the "
                                     "lateral ventricles.")], []),
+    # slight: one slice need not show it (but slight oedema on T2 and FLAIR, which show it); a herniation beside
+    # another effect (its level need not be on the slice)
+    ("Glioblastoma", [("CT", "CT: hypodense mass in the left frontal lobe with mild midline shift.")], []),
+    ("Cerebral metastasis", [("T2", "T2: round mass in the right parietal lobe with mild surrounding oedema.")],
+     ["Vasogenic oedema"]),
+    ("Glioblastoma", [("T2", f"{_MASS} causing subfalcine and transtentorial herniation.")], []),
     # "mass effect" alone names no effect a reader can grade
     ("Glioblastoma", [("T2", f"{_MASS} and mass effect.")], []),
     # the disease's own sign is no complication: a hydrocephalus case's hydrocephalus and its transependymal oedema,
@@ -1250,12 +1256,12 @@ def test_what_a_lesion_does_around_it_is_asked_with_its_mechanism(dx: str, capti
 def test_a_complication_is_asked_of_the_figures_its_caption_was_written_for() -> None:
     """A caption under two figures of two kinds shows both; under three of a series (whose caption no one slice need
     show whole), none."""
-    caption = "Extra-axial mass over the left convexity. The oedema is causing subfalcial and tentorial herniation."
+    caption = "Extra-axial mass over the left convexity. The oedema around it is causing subfalcine herniation."
     d = Diagnoses(DIAGNOSES)
     f: dict = {"image": {}}
     teaching_facts(f, _figures("Meningioma", [("T2", caption), ("T1C", caption)]), d, Counter())
     assert [e["series_id"] for e in f["image"]["complication_figures"]] == ["f01", "f02"]
-    assert f["complication_reasons"][0].startswith("Midline shift") and len(f["complication_reasons"]) == 2
+    assert [r.split(":")[0] for r in f["complication_reasons"]] == ["Midline shift"]
     f = {"image": {}}
     teaching_facts(f, _figures("Meningioma", [("T2", caption), ("T2", caption), ("T1C", caption)]), d, Counter())
     assert "complication_figures" not in f["image"]
@@ -1269,3 +1275,20 @@ def test_a_vertebral_artery_figure_is_no_spine_image() -> None:
     assert not SPINE.search("MIP of the neck vessels: occlusion of the right vertebral artery")
     assert not SPINE.search("dissection of the cervical internal carotid artery")
     assert SPINE.search("Sagittal T2 of the cervical spine") and SPINE.search("C2 vertebral body fracture")
+
+
+@pytest.mark.parametrize(("caption", "full"), [
+    ("T2WI: centrally necrotic circumscribed extraaxial mass located midline over the planum sphenoidale.", True),
+    ("Noncontrast CT shows hypodensity in L parietal lobe with no visible compression of other structures.", True),
+    ("T2: heterogeneous mass with oedema in the left frontal lobe.", True),  # two abnormality words
+    # thin, as clinical reads found: no place, or too few words to grade what, where and how by
+    ("Large left parietal mass", False),
+    ("Signs of cerebellar infarction on CT", False),
+    ("Axial T2 MRI demonstrates ventricular enlargement with no evidence of transependymal flow.", False),
+])
+def test_a_reference_says_what_where_and_how(caption: str, full: bool) -> None:
+    """A caption is a reference for a findings item where it says what the finding is, where it lies and how it
+    appears: two abnormality words and a place in seven words or more, or one and a place in a dozen."""
+    from curation.generate.teaching import _full
+
+    assert _full(caption, Diagnoses(DIAGNOSES)) == full

@@ -168,7 +168,6 @@ class Facts(BaseModel):
     mechanism_deficit: DeficitFacts | None = None
     # what the lesion does around it, and why (teaching._complication_facts)
     complication_finding: str | None = None
-    complication_caption: str | None = None
     complication_reasons: list[str] | None = None
     complication_kind_names: list[str] | None = None
     # fact -> why it was withheld although the case has it (a table's volume the image contradicts: visit_facts);

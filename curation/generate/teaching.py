@@ -372,30 +372,46 @@ _OEDEMA_OF = re.compile(r"\b(?:mass(?:es)?(?![\s-]+effect)|lesions?|tumou?rs?|no
 _BLEED = re.compile(r"\b(?:ha?emorrhag\w*|ha?ematoma|bleed\w*|blood)\b", re.I)
 
 
-def _complications(sentence: str) -> list[str]:
-    """The effects of a lesion (``COMPLICATIONS``) that ``sentence`` says without negating or doubting them
-    ("without midline shift", "possible early hydrocephalus": none)."""
+# an effect said to be slight: one slice need not show it (a "mild midline shift" on a slice above the ventricles
+# failed a clinical read, a "mild associated midline shift" of 2 mm was called barely perceptible)
+_SLIGHT = re.compile(r"\b(?:mild(?:ly)?|minimal(?:ly)?|slight(?:ly)?|subtle|small|early|minor|trace|faint|questionable|"
+                     r"equivocal)\W+(?:\w+\W+){0,2}$", re.I)
+# effects that only a slice at their level shows (the tentorial notch, the foramen magnum): asked only alone, where
+# the caption's sentence is about them (a sentence adding "tentorial herniation" to a subfalcine one was graded on
+# slices above the tentorium, a clinical read)
+_LEVELLED = frozenset({"transtentorial herniation", "tonsillar herniation"})
+
+
+def _complications(sentence: str, kinds: set[str]) -> list[str]:
+    """The effects of a lesion (``COMPLICATIONS``) that ``sentence`` says without negating, doubting or calling them
+    slight ("without midline shift", "possible early hydrocephalus", "mild midline shift": none), on images of
+    ``kinds``; none where it names a herniation beside another effect, or a slight one beside it (the reference is
+    the sentence: it would ask for the slight one too). Slight oedema counts on T2 and FLAIR, which show it."""
     found = []
     for name, pattern, _ in COMPLICATIONS:
-        said = [a for _, a in Context.default().mentions(sentence, pattern)]
-        if said and not any(a["negated"] or a["hedged"] for a in said) \
-                and (name != "intraventricular extension" or _BLEED.search(sentence)) \
+        said = [(m, a) for m, a in Context.default().mentions(sentence, pattern)]
+        if not said or any(a["negated"] or a["hedged"] for _, a in said):
+            continue
+        if any(_SLIGHT.search(sentence[:sentence.find(m)]) for m, _ in said if m in sentence) \
+                and not (name == "vasogenic oedema" and kinds & {"T2", "FLAIR"}):
+            return []
+        if (name != "intraventricular extension" or _BLEED.search(sentence)) \
                 and (name != "vasogenic oedema" or _OEDEMA_OF.search(sentence)):
             found.append(name)
-    return found
+    return found if len(found) == 1 or not _LEVELLED & set(found) else []
 
 
 def _complication_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx: str | None,
-                        entry: DiagnosisEntry | None, dx_table: Diagnoses) -> None:
+                        entry: DiagnosisEntry | None, dx_table: Diagnoses) -> list[Figure]:
     """What the case's lesion does to the brain and the CSF spaces around it (hydrocephalus, midline shift,
     herniation, a haemorrhage's extension into the ventricles, mass effect on a ventricle), where a caption written
     for the figures shown says so, and why: a focal disease's complication, never the disease itself (a hydrocephalus
     case's hydrocephalus, a Chiari malformation's tonsils, diffuse oedema's herniation). Asked of the first figure
     whose own caption says it, else of two figures of two kinds one caption was written for ("The hemispheric
     swelling is causing subfalcial herniation" under an axial T2 and a coronal post-contrast T1: both are shown),
-    graded against that caption and the reason."""
+    graded against the sentence that says it and the reason. Returns the figures shown."""
     if entry is not None and entry.site in (None, "diffuse"):
-        return
+        return []
     names = " ".join([case.title or "", case.diagnosis.primary or "", dx or "", *(entry.aka if entry else [])])
     reasons = {n: (p, why) for n, p, why in COMPLICATIONS}
     for g in figs:
@@ -410,7 +426,7 @@ def _complication_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx: s
         if deid_artefacts(text) or (entry is None and not _names_lesion(text)):
             continue
         for sentence in CLAUSES.split(text):
-            said = [c for c in _complications(sentence)
+            said = [c for c in _complications(sentence, {x.kind or "" for x in shown})
                     if not reasons[c][0].search(names) and not (c in _SIGN_OF and _SIGN_OF[c].search(names))]
             if not said or _CONCLUSION.search(sentence):
                 continue
@@ -418,10 +434,12 @@ def _complication_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx: s
             for x in shown:
                 _note_dims(f, x, dx_table)
             f["complication_kind_names"] = [kind_name(x.kind or "") for x in shown]
-            f["complication_finding"] = clip(sentence, 300)
-            f["complication_caption"] = clip(text, 600)
+            # (the sentence alone, as the reference too: what else the caption says, normal canals, another level,
+            # is no part of the answer, and graded an answer by what the slice shown need not hold, a clinical read)
+            f["complication_finding"] = clip(sentence, 400)
             f["complication_reasons"] = [f"{n[0].upper()}{n[1:]}: {reasons[n][1]}" for n in said]
-            return
+            return shown
+    return []
 
 
 def _label_agrees(fig: Figure) -> bool:
@@ -445,10 +463,18 @@ def _describes(caption: str, dx_table: Diagnoses) -> bool:
 
 def _full(caption: str, dx_table: Diagnoses) -> bool:
     """Whether a caption is a full enough description to grade a "what, where and how" answer by: it says what
-    the finding is and how it appears (two abnormality words), where it lies, in at least seven words ("Large left
-    parietal mass" and "Signs of cerebellar infarction on CT" are too thin: clinical reads)."""
-    return (len(caption.split()) >= 7 and caption_score(caption) >= 2 and _placed(caption, dx_table)
+    the finding is and how it appears (two abnormality words, or one in a sentence of a dozen words: "centrally
+    necrotic circumscribed extra-axial mass located midline over the planum sphenoidale"), where it lies, in at
+    least seven words ("Large left parietal mass" and "Signs of cerebellar infarction on CT" are too thin: clinical
+    reads)."""
+    words = len(caption.split())
+    return (words >= 7 and (caption_score(caption) >= 2 or words >= FULL_WORDS) and _placed(caption, dx_table)
             and _describes(caption, dx_table))
+
+
+# a caption of this many words that names one abnormality and its place describes it (the thin ones clinical reads
+# rejected had four and six)
+FULL_WORDS = 12
 
 
 # an arterial territory places an infarct as a structure places a mass ("restricted diffusion in the left MCA
@@ -642,10 +668,10 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         pair = None
     if pair is not None:
         _pair_facts(f, *pair, dx_table)
-    _sequence_facts(f, case, [*(shown[:2]), *(pair or ()), *([enhanced] if enhanced else [])], asked)
     # (of figures before treatment whose caption was written for them: what a series' shared caption says of its
     # effect need not be on the slice shown)
-    _complication_facts(f, scored, case, dx, entry, dx_table)
+    effect = _complication_facts(f, scored, case, dx, entry, dx_table)  # (its context tells the sequence)
+    _sequence_facts(f, case, [*(shown[:2]), *(pair or ()), *([enhanced] if enhanced else []), *effect], asked)
     if deficit is not None:
         # (of figures whose caption is their own: a caption shared by a series' T2 and post-contrast images graded a
         # post-contrast slice by its oedema and "non-enhancing cysts", a clinical read)

@@ -322,8 +322,9 @@ def _mechanism_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses,
 
 
 # What a focal lesion does to the brain and the CSF spaces around it, as a caption says it, and why: each with the
-# reason a reference gives (a mechanism linking the lesion to its effect). Effacement and compression count only where
-# the caption says of what; "mass effect" alone is too vague to grade. Intraventricular extension is a haemorrhage's.
+# reason a reference gives (a mechanism linking the lesion to its effect). Mass effect (effacement, compression,
+# displacement) counts only where the caption says of what: "mass effect" alone is too vague to grade. Intraventricular
+# extension is a haemorrhage's.
 _VENTRICLE = r"(?:(?:lateral|third|fourth|3rd|4th)\s+ventric\w*|ventric\w*|(?:frontal|occipital|temporal)\s+horns?)"
 COMPLICATIONS = (
     ("hydrocephalus", re.compile(r"\bhydrocephal\w*", re.I),
@@ -356,10 +357,9 @@ COMPLICATIONS = (
     ("mass effect", re.compile(
         rf"\beffac\w*\s+(?:of\s+)?(?:the\s+)?(?:\w+\s+){{0,3}}?(?:sulci|{_VENTRICLE}|cisterns?|fissures?)|"
         rf"\b(?:sulci|{_VENTRICLE}|cisterns?|fissures?)\s+(?:\w+\s+){{0,2}}?(?:is|are|being)\s+effaced\b|"
-        rf"\b(?:displac\w*|compress\w*|mass\s+effect)\s+(?:up)?on\s+(?:the\s+)?(?:\w+\s+){{0,3}}?"
-        rf"(?:{_VENTRICLE}|brainstem|brain stem|aqueduct|cisterns?|midbrain|pons|medulla)|"
-        rf"\b(?:compression|displacement|displacing)\s+(?:of\s+)?(?:the\s+)?(?:\w+\s+){{0,3}}?(?:{_VENTRICLE}|"
-        rf"brainstem|brain stem|aqueduct|cisterns?|midbrain|pons|medulla)", re.I),
+        rf"\b(?:(?:displac\w*|compress\w*|mass\s+effect)\s+(?:up)?on|(?:compression|displacement|displacing)"
+        rf"(?:\s+of)?)\s+(?:the\s+)?(?:\w+\s+){{0,3}}?(?:{_VENTRICLE}|brainstem|brain stem|aqueduct|cisterns?|"
+        rf"midbrain|pons|medulla)", re.I),
      "the abnormal tissue and the oedema around it take up room and compress the brain and the cerebrospinal fluid "
      "spaces next to them."),
 )

@@ -1235,6 +1235,9 @@ _MASS = "T2 weighted image: large heterogeneous mass in the left frontal lobe"
     ("Cerebral metastasis", [("T2", "T2: round mass in the right parietal lobe with mild surrounding oedema.")],
      ["Vasogenic oedema"]),
     ("Glioblastoma", [("T2", f"{_MASS} causing subfalcine and transtentorial herniation.")], []),
+    # nor where the caption says, in another sentence, an effect no item may ask: the reference would leave it out
+    ("Meningioma", [("T2", "T2: extra-axial mass with extensive surrounding vasogenic oedema. The swelling is causing "
+                           "subfalcine and transtentorial herniation.")], []),
     # "mass effect" alone names no effect a reader can grade
     ("Glioblastoma", [("T2", f"{_MASS} and mass effect.")], []),
     # the disease's own sign is no complication: a hydrocephalus case's hydrocephalus and its transependymal oedema,

@@ -39,9 +39,9 @@ ABNORMAL = re.compile(
 NEGATED = re.compile(r"\b(no|not|without|normal(ly)?|unremarkable|negative)\b", re.I)
 # T1 and T2 name sequences, not thoracic levels; the vertebral artery and the cervical carotid are vessels of the
 # neck, not the spine (a vertebral artery dissection's figures were all left out as spine images)
-SPINE = re.compile(r"\b(spine|spinal|cervical(?!\s+(?:(?:internal\s+)?carotid|ICA|arter\w*|vessels?|segments?)\b)|"
-                   r"thoracic|lumbar|sacral|vertebra\w*(?<!vertebral)|vertebral(?!\s+(?:arter\w*|veins?|vessels?)\b)|"
-                   r"cord|C[1-7]|L[1-5]|S1)\b")
+SPINE = re.compile(r"\b((?i:spine|spinal|cervical(?!\s+(?:(?:internal\s+)?carotid|ICA|arter(?:y|ies))\b)|thoracic|"
+                   r"lumbar|sacral|vertebra\w*(?<!vertebral)|vertebral(?!\s+(?:arter(?:y|ies)|veins?)\b)|cord)|"
+                   r"C[1-7]|L[1-5]|S1)\b")
 MR_KINDS = ("T1", "T1C", "T2", "FLAIR", "DWI", "ADC", "SWI", "MRA")
 # of the sequences asked least so far, the rarer among teaching figures is asked first (keys spread over sequences)
 KIND_RARITY = ("ADC", "SWI", "MRA", "DWI", "FLAIR", "T1C", "T1", "T2")
@@ -325,30 +325,33 @@ def _mechanism_facts(f: dict[str, Any], figs: list[Figure], dx_table: Diagnoses,
 # reason a reference gives (a mechanism linking the lesion to its effect). Mass effect (effacement, compression,
 # displacement) counts only where the caption says of what: "mass effect" alone is too vague to grade. Intraventricular
 # extension is a haemorrhage's.
-_VENTRICLE = r"(?:(?:lateral|third|fourth|3rd|4th)\s+ventric\w*|ventric\w*|(?:frontal|occipital|temporal)\s+horns?)"
+_VENTRICLE = (r"(?:(?:lateral|third|fourth|3rd|4th)\s+ventricles?|ventricles|ventricular\s+system|"
+              r"(?:frontal|occipital|temporal)\s+horns?)")
+_COMPRESSED = rf"(?:{_VENTRICLE}|brainstem|brain stem|aqueduct|cisterns?|midbrain|pons|medulla)"
 COMPLICATIONS = (
     ("hydrocephalus", re.compile(r"\bhydrocephal\w*", re.I),
      "the ventricles dilate because cerebrospinal fluid cannot drain past the lesion (or, after bleeding or "
      "infection, cannot be resorbed), and the pressure inside them rises."),
-    ("transependymal oedema", re.compile(r"\btransependymal\b", re.I),
+    ("transependymal oedema", re.compile(r"\btransependymal\b(?!\s+(?:extension|spread|invasion|seeding))", re.I),
      "cerebrospinal fluid under pressure is forced across the ventricular lining into the white matter around the "
      "ventricles: the hydrocephalus is under pressure."),
     ("midline shift", re.compile(r"\bmidline\s+(?:\w+\s+)?shift\b|\bshift\w*\s+of\s+(?:the\s+)?midline\b|"
-                                 r"\bsubfalci(?:ne|al)\b", re.I),
-     "the abnormal tissue and the oedema around it take up room inside the closed skull and push the brain across "
-     "the midline, under the falx."),
-    ("transtentorial herniation", re.compile(r"\b(?:uncal|(?:trans)?tentorial|descending|downward)\s+(?:brain\s+)?"
-                                             r"herniat\w*", re.I),
-     "the swollen hemisphere pushes its medial temporal lobe over the edge of the tentorium, where it compresses the "
-     "midbrain and the third cranial nerve."),
-    ("tonsillar herniation", re.compile(r"\btonsillar\s+herniat\w*|\b(?:inferior|downward)\s+displacement\s+of\s+"
-                                        r"(?:the\s+)?(?:cerebellar\s+)?tonsils\b", re.I),
+                                 r"\bsubfalci(?:ne|al)\s+(?:\w+\s+){0,3}?herniat\w*", re.I),
+     "the lesion, with any swelling around it, takes up room inside the closed skull and pushes the brain across the "
+     "midline, under the falx."),
+    ("transtentorial herniation", re.compile(r"(?<!upward\s)\b(?:uncal|(?:descending\s+)?transtentorial|tentorial)\s+"
+                                             r"(?:brain\s+)?herniat\w*", re.I),
+     "raised pressure above the tentorium pushes the medial temporal lobe over the edge of the tentorium, where it "
+     "compresses the midbrain and the third cranial nerve."),
+    ("tonsillar herniation", re.compile(r"\btonsillar\s+herniat\w*|\b(?:inferior|downward|descending)\s+"
+                                        r"(?:displacement|herniation)\s+of\s+(?:the\s+)?(?:cerebellar\s+)?tonsils\b",
+                                        re.I),
      "raised pressure above the tentorium or in the posterior fossa pushes the cerebellar tonsils down through the "
      "foramen magnum, where they compress the medulla."),
     ("intraventricular extension", re.compile(
-        r"\b(?:extend\w*|extension|rupture\w*|dissect\w*)\s+(?:in)?to\s+(?:the\s+)?(?:\w+\s+){0,3}?"
-        rf"{_VENTRICLE}|\bintraventricular\s+(?:extension|ha?emorrhage|blood)|\bblood\s+(?:\w+\s+){{0,4}}?"
-        rf"(?:with)?in\s+the\s+(?:\w+\s+){{0,3}}?{_VENTRICLE}", re.I),
+        rf"\b(?:extend\w*|extension|rupture\w*|dissect\w*)\s+into\s+(?:the\s+)?(?:\w+\s+){{0,3}}?{_VENTRICLE}|"
+        rf"\bintraventricular\s+(?:extension|ha?emorrhage|blood)|\bblood\s+(?:\w+\s+){{0,4}}?(?:with)?in\s+the\s+"
+        rf"(?:\w+\s+){{0,3}}?{_VENTRICLE}", re.I),
      "the haemorrhage has broken into the ventricles, where its blood can block the flow of cerebrospinal fluid."),
     ("vasogenic oedema", re.compile(r"\b(?:vasc?ogenic|peri-?tumou?ral|perilesional|surrou?nding)\s+(?:\w+\s+)?"
                                     r"o?edema\b|\bo?edema\s+(?:surrounding|around)\b", re.I),
@@ -358,50 +361,76 @@ COMPLICATIONS = (
         rf"\beffac\w*\s+(?:of\s+)?(?:the\s+)?(?:\w+\s+){{0,3}}?(?:sulci|{_VENTRICLE}|cisterns?|fissures?)|"
         rf"\b(?:sulci|{_VENTRICLE}|cisterns?|fissures?)\s+(?:\w+\s+){{0,2}}?(?:is|are|being)\s+effaced\b|"
         rf"\b(?:(?:displac\w*|compress\w*|mass\s+effect)\s+(?:up)?on|(?:compression|displacement|displacing)"
-        rf"(?:\s+of)?)\s+(?:the\s+)?(?:\w+\s+){{0,3}}?(?:{_VENTRICLE}|brainstem|brain stem|aqueduct|cisterns?|"
-        rf"midbrain|pons|medulla)", re.I),
-     "the abnormal tissue and the oedema around it take up room and compress the brain and the cerebrospinal fluid "
-     "spaces next to them."),
+        rf"(?:\s+of)?)\s+(?:the\s+)?(?:\w+\s+){{0,3}}?{_COMPRESSED}\b", re.I),
+     "the lesion, with any swelling around it, takes up room and compresses the brain and the cerebrospinal fluid "
+     "spaces next to it."),
 )
 # the diseases whose own sign an effect is, where their name does not say it: a hydrocephalus case's transependymal
 # oedema, a Chiari malformation's or intracranial hypotension's low tonsils
 _SIGN_OF = {"transependymal oedema": re.compile(r"\bhydroceph\w*|\baqueduct\w*", re.I),
-            "tonsillar herniation": re.compile(r"\bchiari\b|\btonsil\w*|\bintracranial\s+hypotension\b", re.I)}
+            "tonsillar herniation": re.compile(r"\bchiari\b|\btonsil\w*|\bintracranial\s+hypotension\b|\bsyring\w*",
+                                               re.I)}
+# diseases that are no lesion with effects around it: the ventricles', the pressure's, the brain's own (normal pressure
+# hydrocephalus's effaced convexity sulci, intracranial hypotension's sagging brain, a syrinx, an encephalopathy)
+_NO_FOCAL_LESION = re.compile(r"\bhydroceph\w*|\bintracranial\s+hypo\w*|\bintracranial\s+hypertension|\bsyring\w*|"
+                              r"\bpseudotumou?r|\batroph\w*|\bdementia|\bencephalopath\w*|\bleuk\w*dystroph\w*|"
+                              r"\btrapped\b|\bentrapped\b", re.I)
 # oedema is a complication only beside a lesion the sentence names (a tumour's, an abscess's; not an infarct's, whose
 # oedema is the infarct, nor the disease itself: "foci with cytotoxic and vasogenic oedema patterns" of PRES)
 _OEDEMA_OF = re.compile(r"\b(?:mass(?:es)?(?![\s-]+effect)|lesions?|tumou?rs?|nodules?|metasta\w*|abscess\w*)\b", re.I)
 _BLEED = re.compile(r"\b(?:ha?emorrhag\w*|ha?ematoma|bleed\w*|blood)\b", re.I)
+# what a haemorrhage is not where it "extends into a ventricle": a tumour's or a malformation's own growth
+_GROWTH = re.compile(r"\b(?:mass|tumou?r|metasta\w*|nidus|neoplasm|margin|surface)\b", re.I)
+# blood that fills the sulci (subarachnoid) does not compress them
+_FILLS = re.compile(r"\bfill\w*|\b(?:by|with)\s+blood\b", re.I)
+# a sentence that says an effect is not there now, or has another cause than the lesion: resolved, denied further
+# back than a negation reaches ("no significant mass effect on the ventricle or midline shift"), expected, treated
+# (a shunt, a catheter), incidental, or a dilatation ex vacuo
+_NOT_NOW = re.compile(r"\b(?:no|not|none|without|absent|resolv\w*|resolution|no\s+longer|ruled\s+out|excluded|"
+                      r"at\s+risk|risk\s+of|impending|threaten\w*|could|would|may|might|prior|previous\w*|history|"
+                      r"status\s+post|s/p|shunt\w*|catheter|ventriculostomy|drain\w*|incidental\w*|unrelated|"
+                      r"separate|ex[\s-]vacuo|communicating|little|lack\w*|paucity|0\s*mm)\b", re.I)
 
 
 # an effect said to be slight: one slice need not show it (a "mild midline shift" on a slice above the ventricles
 # failed a clinical read, a "mild associated midline shift" of 2 mm was called barely perceptible)
-_SLIGHT = re.compile(r"\b(?:mild(?:ly)?|minimal(?:ly)?|slight(?:ly)?|subtle|small|early|minor|trace|faint|questionable|"
-                     r"equivocal)\W+(?:\w+\W+){0,2}$", re.I)
+_SLIGHT_WORDS = (r"(?:mild(?:ly)?|minimal(?:ly)?|slight(?:ly)?|subtle|small|early|minor|trace|faint|questionable|"
+                 r"equivocal|negligible|insignificant)")
+_SLIGHT = re.compile(rf"\b{_SLIGHT_WORDS}\W+(?:\w+\W+){{0,2}}$", re.I)
+_SLIGHT_AFTER = re.compile(rf"^\W*(?:\w+\W+){{0,2}}?{_SLIGHT_WORDS}\b", re.I)
 # effects that only a slice at their level shows (the tentorial notch, the foramen magnum): asked only alone, where
 # the caption's sentence is about them (a sentence adding "tentorial herniation" to a subfalcine one was graded on
 # slices above the tentorium, a clinical read)
 _LEVELLED = frozenset({"transtentorial herniation", "tonsillar herniation"})
 
 
-def _complications(sentence: str, kinds: set[str], names_disease: bool = False) -> list[str]:
-    """The effects of a lesion (``COMPLICATIONS``) that ``sentence`` says without negating, doubting or calling them
-    slight ("without midline shift", "possible early hydrocephalus", "mild midline shift": none), on images of
-    ``kinds``; none where it names a herniation beside another effect, or a slight one beside it (the reference is
-    the sentence: it would ask for the slight one too). Slight oedema counts on T2 and FLAIR, which show it; oedema
-    counts beside a lesion the sentence names, or beside the case's disease where it names that
-    (``names_disease``: "vasogenic edema, despite being a low-grade meningioma")."""
+def _complications(sentence: str, kinds: set[str], names_disease: bool = False) -> list[str] | None:
+    """The effects of a lesion (``COMPLICATIONS``) that ``sentence`` says are there now, caused by the lesion
+    (``_NOT_NOW``: not denied, resolved, expected, treated, incidental or ex vacuo; "possible early hydrocephalus",
+    doubted, neither), on images of ``kinds``; None where it says one that no item may ask: a slight one ("mild
+    midline shift", "midline shift is minimal": one slice need not show it), or a herniation beside another effect.
+    Slight oedema counts on T2 and FLAIR, which show it; oedema counts beside a lesion the sentence names, or beside
+    the case's disease where it names that (``names_disease``: "vasogenic edema, despite being a low-grade
+    meningioma")."""
     found = []
     for name, pattern, _ in COMPLICATIONS:
         said = [(m, a) for m, a in Context.default().mentions(sentence, pattern)]
-        if not said or any(a["negated"] or a["hedged"] for _, a in said):
+        if not said or any(a["negated"] or a["hedged"] or a["historical"] for _, a in said) \
+                or _NOT_NOW.search(sentence):
             continue
-        if any(_SLIGHT.search(sentence[:sentence.find(m)]) for m, _ in said if m in sentence) \
+        at = [sentence.find(m) for m, _ in said if m in sentence]
+        if any(_SLIGHT.search(sentence[:i]) or _SLIGHT_AFTER.search(sentence[i:][len(m):])
+               for i, (m, _) in zip(at, said, strict=False)) \
                 and not (name == "vasogenic oedema" and kinds & {"T2", "FLAIR"}):
-            return []
-        if (name != "intraventricular extension" or _BLEED.search(sentence)) \
-                and (name != "vasogenic oedema" or _OEDEMA_OF.search(sentence) or names_disease):
-            found.append(name)
-    return found if len(found) == 1 or not _LEVELLED & set(found) else []
+            return None
+        if name == "intraventricular extension" and (not _BLEED.search(sentence) or _GROWTH.search(sentence)):
+            continue
+        if name == "vasogenic oedema" and not (_OEDEMA_OF.search(sentence) or names_disease):
+            continue
+        if name == "mass effect" and _FILLS.search(sentence):
+            continue
+        found.append(name)
+    return found if len(found) == 1 or not _LEVELLED & set(found) else None
 
 
 def _complication_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx: str | None,
@@ -413,10 +442,13 @@ def _complication_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx: s
     whose own caption says it, else of two figures of two kinds one caption was written for ("The hemispheric
     swelling is causing subfalcial herniation" under an axial T2 and a coronal post-contrast T1: both are shown),
     graded against the sentence that says it and the reason. Returns the figures shown."""
-    if entry is not None and entry.site in (None, "diffuse"):
-        return []
     named = [n for n in [dx, *(entry.aka if entry else [])] if n]
     names = " ".join([case.title or "", case.diagnosis.primary or "", *named])
+    if (entry is not None and entry.site in (None, "diffuse")) or _NO_FOCAL_LESION.search(names):
+        return []
+    # (a disease named beside "oedema" is the lesion it surrounds only outside the brain tissue: an infarct's or
+    # PRES's oedema is the disease)
+    oedema_of_disease = entry is not None and entry.site != "intra-axial"
     reasons = {n: (p, why) for n, p, why in COMPLICATIONS}
     for g in figs:
         alike = [x for x in case.figures if fold(x.caption) == fold(g.caption)]
@@ -429,19 +461,28 @@ def _complication_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx: s
         text = as_seen(visible_sentences(g.caption, {x.kind or "" for x in shown}), shown)
         if deid_artefacts(text) or (entry is None and not _names_lesion(text)):
             continue
-        for sentence in CLAUSES.split(text):
-            disease = any(f" {fold(n)} " in f" {fold(sentence)} " for n in named)
-            said = [c for c in _complications(sentence, {x.kind or "" for x in shown}, disease)
-                    if not reasons[c][0].search(names) and not (c in _SIGN_OF and _SIGN_OF[c].search(names))]
-            if not said or _CONCLUSION.search(sentence):
-                continue
+        # (the sentences that say the effects are the reference: a caption that also says one no item may ask is not
+        # used, as its reference would leave out what the image shows: "extensive vasogenic edema" beside a
+        # "subfalcial and tentorial herniation" the reader saw, a clinical read; nor a herniation beside another effect)
+        kinds = {x.kind or "" for x in shown}
+        effects = [(x, _complications(x, kinds, oedema_of_disease
+                                      and any(f" {fold(n)} " in f" {fold(x)} " for n in named)))
+                   for x in CLAUSES.split(text) if not _CONCLUSION.search(x)]
+        if any(said is None for _, said in effects):
+            continue
+        # (every sentence that says an effect: the reference leaves none out that the caption says of the image)
+        asked = [(x, [c for c in found or [] if not reasons[c][0].search(names)
+                      and not (c in _SIGN_OF and _SIGN_OF[c].search(names))]) for x, found in effects]
+        asked = [(x, said) for x, said in asked if said]
+        said = list(dict.fromkeys(c for _, cs in asked for c in cs))
+        if said and (len(said) == 1 or not _LEVELLED & set(said)):
             f["image"]["complication_figures"] = [_evidence(x) for x in shown]
             for x in shown:
                 _note_dims(f, x, dx_table)
             f["complication_kind_names"] = [kind_name(x.kind or "") for x in shown]
-            # (the sentence alone, as the reference too: what else the caption says, normal canals, another level,
+            # (the sentences alone, as the reference too: what else the caption says, normal canals, another level,
             # is no part of the answer, and graded an answer by what the slice shown need not hold, a clinical read)
-            f["complication_finding"] = clip(sentence, 400)
+            f["complication_finding"] = clip(" ".join(x for x, _ in asked), 500)
             f["complication_reasons"] = [f"{n[0].upper()}{n[1:]}: {reasons[n][1]}" for n in said]
             return shown
     return []
@@ -669,7 +710,8 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         _pair_facts(f, *pair, dx_table)
     # (of figures before treatment whose caption was written for them: what a series' shared caption says of its
     # effect need not be on the slice shown)
-    effect = _complication_facts(f, scored, case, dx, entry, dx_table)  # (its context tells the sequence)
+    effect = _complication_facts(f, [g for g in scored if not _affirms(g.caption, _TREATED)], case, dx, entry,
+                                 dx_table)  # (its context tells the sequence)
     _sequence_facts(f, case, [*(shown[:2]), *(pair or ()), *([enhanced] if enhanced else []), *effect], asked)
     if deficit is not None:
         # (of figures whose caption is their own: a caption shared by a series' T2 and post-contrast images graded a

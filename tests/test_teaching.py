@@ -1301,3 +1301,35 @@ def test_a_reference_says_what_where_and_how(caption: str, full: bool) -> None:
     from curation.generate.teaching import _full
 
     assert _full(caption, Diagnoses(DIAGNOSES)) == full
+
+
+@pytest.mark.parametrize(("dx", "caption", "effects"), [
+    ("Glioblastoma", "CT: left frontal mass. Status post shunt for hydrocephalus.", []),
+    ("Glioblastoma", "CT: left frontal mass; the hydrocephalus has since resolved.", []),
+    ("Glioblastoma", "CT: left frontal mass. There is no significant mass effect on the adjacent lateral ventricle or "
+                     "midline shift.", []),
+    ("Glioblastoma", "T2: left frontal mass with little surrounding edema for its size.", []),
+    ("Glioblastoma", "CT: left temporal mass; the patient is at risk of uncal herniation.", []),
+    ("Glioblastoma", "CT: left frontal mass. Midline shift is minimal.", []),
+    ("Medulloblastoma", "CT: vermian mass with upward transtentorial herniation of the vermis.", []),
+    ("Acute ischaemic stroke", "CT: right cerebellar infarct with downward herniation of the cerebellar tonsils.",
+     ["Tonsillar herniation"]),
+    ("Acute ischaemic stroke", "T2: cerebellar infarct with surrounding edema.", []),
+    ("Acute ischaemic stroke", "CT: old left MCA infarct with hydrocephalus ex vacuo.", []),
+    ("Meningioma", "T1C: convexity meningioma. Incidental hydrocephalus from long-standing aqueductal stenosis.", []),
+    ("Cerebral metastasis", "CT: haemorrhagic metastasis extending into the frontal horn.", []),
+    ("Subdural haematoma", "CT: interhemispheric subdural haematoma in the subfalcine space.", []),
+    ("Subarachnoid haemorrhage", "CT: blood fills and effaces the sulci of both convexities.", []),
+    ("Ependymoma", "T2: fourth ventricular mass with transependymal extension into the cerebellar white matter.", []),
+    ("Normal pressure hydrocephalus", "FLAIR: ventriculomegaly with effacement of the high convexity sulci.", []),
+    ("Glioblastoma", "Postoperative CT: resection cavity with pneumocephalus and 8 mm midline shift.", []),
+])
+def test_an_effect_is_asked_only_as_there_now_and_of_the_lesion(dx: str, caption: str, effects: list[str]) -> None:
+    """What a hostile reading found: an effect treated, resolved, denied further back than a negation reaches, slight,
+    expected, upward, of an infarct's own oedema, ex vacuo, incidental, a tumour's growth, a place named subfalcine,
+    filled sulci, a tumour's spread, a disease with no focal lesion, or after surgery is no complication asked; tonsils
+    herniating downward are tonsillar."""
+    kind = caption.split(":")[0].split()[-1]
+    f: dict = {"image": {}}
+    teaching_facts(f, _figures(dx, [(kind, caption)]), Diagnoses(DIAGNOSES), Counter())
+    assert [r.split(":")[0] for r in f.get("complication_reasons", [])] == effects

@@ -511,7 +511,7 @@ def _full(caption: str, dx_table: Diagnoses) -> bool:
     """Whether a caption is a full enough description to grade a "what, where and how" answer by: it says what
     the finding is and how it appears (two abnormality words), where it lies, in at least seven words ("Large left
     parietal mass" and "Signs of cerebellar infarction on CT" are too thin: clinical reads; one abnormality word in a
-    longer sentence was too, in one read of 18 such items 10 valid: "Basically normal - arguable subtle loss of grey
+    longer sentence was too, in one read of 20 such items 11 valid: "Basically normal - arguable subtle loss of grey
     matter intensity", a faint infarct "clearly seen", a canal "dilated")."""
     return (len(caption.split()) >= 7 and caption_score(caption) >= 2 and _placed(caption, dx_table)
             and _describes(caption, dx_table))

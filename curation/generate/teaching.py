@@ -418,9 +418,8 @@ def _complications(sentence: str, kinds: set[str], names_disease: bool = False) 
         if not said or any(a["negated"] or a["hedged"] or a["historical"] for _, a in said) \
                 or _NOT_NOW.search(sentence):
             continue
-        at = [sentence.find(m) for m, _ in said if m in sentence]
-        if any(_SLIGHT.search(sentence[:i]) or _SLIGHT_AFTER.search(sentence[i:][len(m):])
-               for i, (m, _) in zip(at, said, strict=False)) \
+        at = [(i, m) for m, _ in said if (i := sentence.find(m)) >= 0]
+        if any(_SLIGHT.search(sentence[:i]) or _SLIGHT_AFTER.search(sentence[i + len(m):]) for i, m in at) \
                 and not (name == "vasogenic oedema" and kinds & {"T2", "FLAIR"}):
             return None
         if name == "intraventricular extension" and (not _BLEED.search(sentence) or _GROWTH.search(sentence)):
@@ -441,7 +440,7 @@ def _complication_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx: s
     case's hydrocephalus, a Chiari malformation's tonsils, diffuse oedema's herniation). Asked of the first figure
     whose own caption says it, else of two figures of two kinds one caption was written for ("The hemispheric
     swelling is causing subfalcial herniation" under an axial T2 and a coronal post-contrast T1: both are shown),
-    graded against the sentence that says it and the reason. Returns the figures shown."""
+    graded against the caption's sentences that say it and the reasons. Returns the figures shown."""
     named = [n for n in [dx, *(entry.aka if entry else [])] if n]
     names = " ".join([case.title or "", case.diagnosis.primary or "", *named])
     if (entry is not None and entry.site in (None, "diffuse")) or _NO_FOCAL_LESION.search(names):

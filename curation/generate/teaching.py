@@ -365,6 +365,7 @@ COMPLICATIONS = (
      "the lesion, with any swelling around it, takes up room and compresses the brain and the cerebrospinal fluid "
      "spaces next to it."),
 )
+_REASONS = {name: why for name, _, why in COMPLICATIONS}
 # the diseases whose own sign an effect is, where their name does not say it: a hydrocephalus case's transependymal
 # oedema, a Chiari malformation's or intracranial hypotension's low tonsils
 _SIGN_OF = {"transependymal oedema": re.compile(r"\bhydroceph\w*|\baqueduct\w*", re.I),
@@ -412,11 +413,12 @@ def _complications(sentence: str, kinds: set[str], names_disease: bool = False) 
     Slight oedema counts on T2 and FLAIR, which show it; oedema counts beside a lesion the sentence names, or beside
     the case's disease where it names that (``names_disease``: "vasogenic edema, despite being a low-grade
     meningioma")."""
+    if _NOT_NOW.search(sentence):
+        return []
     found = []
     for name, pattern, _ in COMPLICATIONS:
         said = [(m, a) for m, a in Context.default().mentions(sentence, pattern)]
-        if not said or any(a["negated"] or a["hedged"] or a["historical"] for _, a in said) \
-                or _NOT_NOW.search(sentence):
+        if not said or any(a["negated"] or a["hedged"] or a["historical"] for _, a in said):
             continue
         at = [(i, m) for m, _ in said if (i := sentence.find(m)) >= 0]
         if any(_SLIGHT.search(sentence[:i]) or _SLIGHT_AFTER.search(sentence[i + len(m):]) for i, m in at) \
@@ -448,7 +450,8 @@ def _complication_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx: s
     # (a disease named beside "oedema" is the lesion it surrounds only outside the brain tissue: an infarct's or
     # PRES's oedema is the disease)
     oedema_of_disease = entry is not None and entry.site != "intra-axial"
-    reasons = {n: (p, why) for n, p, why in COMPLICATIONS}
+    # the effects that are the disease's own sign: its name says them, or _SIGN_OF
+    own = {n for n, p, _ in COMPLICATIONS if p.search(names) or (n in _SIGN_OF and _SIGN_OF[n].search(names))}
     for g in figs:
         alike = [x for x in case.figures if fold(x.caption) == fold(g.caption)]
         if len(alike) == 2 and alike[0].kind != alike[1].kind and all(x in figs for x in alike):
@@ -457,22 +460,20 @@ def _complication_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx: s
             shown = [g]
         else:
             continue
-        text = as_seen(visible_sentences(g.caption, {x.kind or "" for x in shown}), shown)
+        kinds = {x.kind or "" for x in shown}
+        text = as_seen(visible_sentences(g.caption, kinds), shown)
         if deid_artefacts(text) or (entry is None and not _names_lesion(text)):
             continue
         # (the sentences that say the effects are the reference: a caption that also says one no item may ask is not
         # used, as its reference would leave out what the image shows: "extensive vasogenic edema" beside a
         # "subfalcial and tentorial herniation" the reader saw, a clinical read; nor a herniation beside another effect)
-        kinds = {x.kind or "" for x in shown}
         effects = [(x, _complications(x, kinds, oedema_of_disease
                                       and any(f" {fold(n)} " in f" {fold(x)} " for n in named)))
                    for x in CLAUSES.split(text) if not _CONCLUSION.search(x)]
         if any(said is None for _, said in effects):
             continue
         # (every sentence that says an effect: the reference leaves none out that the caption says of the image)
-        asked = [(x, [c for c in found or [] if not reasons[c][0].search(names)
-                      and not (c in _SIGN_OF and _SIGN_OF[c].search(names))]) for x, found in effects]
-        asked = [(x, said) for x, said in asked if said]
+        asked = [(x, said) for x, found in effects if (said := [c for c in found or [] if c not in own])]
         said = list(dict.fromkeys(c for _, cs in asked for c in cs))
         if said and (len(said) == 1 or not _LEVELLED & set(said)):
             f["image"]["complication_figures"] = [_evidence(x) for x in shown]
@@ -482,7 +483,7 @@ def _complication_facts(f: dict[str, Any], figs: list[Figure], case: Case, dx: s
             # (the sentences alone, as the reference too: what else the caption says, normal canals, another level,
             # is no part of the answer, and graded an answer by what the slice shown need not hold, a clinical read)
             f["complication_finding"] = clip(" ".join(x for x, _ in asked), 500)
-            f["complication_reasons"] = [f"{n[0].upper()}{n[1:]}: {reasons[n][1]}" for n in said]
+            f["complication_reasons"] = [f"{n[0].upper()}{n[1:]}: {_REASONS[n]}" for n in said]
             return shown
     return []
 
@@ -709,7 +710,7 @@ def teaching_facts(f: dict[str, Any], case: Case, dx_table: Diagnoses, asked: Co
         _pair_facts(f, *pair, dx_table)
     # (of figures before treatment whose caption was written for them: what a series' shared caption says of its
     # effect need not be on the slice shown)
-    effect = _complication_facts(f, [g for g in scored if not _affirms(g.caption, _TREATED)], case, dx, entry,
+    effect = _complication_facts(f, [g for g in scored if g in before], case, dx, entry,
                                  dx_table)  # (its context tells the sequence)
     _sequence_facts(f, case, [*(shown[:2]), *(pair or ()), *([enhanced] if enhanced else []), *effect], asked)
     if deficit is not None:
